@@ -1,0 +1,18 @@
+// Output files are written atomically: into a temporary file in the same folder, flushed, then
+// renamed over the target, so a reader never sees a half-written file and a crash leaves the old one.
+#pragma once
+#include <string>
+
+namespace recall {
+
+// Writes `content` to `path` atomically. Throws std::runtime_error naming the path on failure.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Checks, before any work starts, that `path` can be created: its folder exists and is writable and
+// the path is not a folder. Throws UsageError naming `flag` and the path otherwise.
+void check_output_path(const std::string& flag, const std::string& path);
+
+// Reads a whole file; throws UsageError naming `flag` and the path when it cannot be read.
+std::string read_file(const std::string& flag, const std::string& path);
+
+}  // namespace recall

@@ -1,0 +1,17 @@
+// Each subcommand lives in its own file and registers itself here. add_X(root, action) adds the
+// subcommand and, when it is chosen, stores in `action` the work to run after parsing (so that
+// --threads is applied first). The action returns the process exit code.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace recall::cli {
+
+using Action = std::function<int()>;
+
+void add_theory(CLI::App& root, Action& action);
+void add_probe(CLI::App& root, Action& action);
+void add_bench(CLI::App& root, Action& action);
+
+}  // namespace recall::cli
