@@ -23,8 +23,12 @@ TEST(BetaRule, ValuesAtSeveralPoints) {
 TEST(BetaRule, SuEqualsQwenPastLAndYarnEqualsNoneBelowL) {
   for (double L : {64.0, 1024.0, 4096.0})
     for (double M = 1; M <= 1e7; M *= 3.7) {
-      if (M >= L) EXPECT_DOUBLE_EQ(beta_for(BetaRule::kSu, M, L, 8), beta_for(BetaRule::kQwen, M, L, 8));
-      if (M <= L) EXPECT_DOUBLE_EQ(beta_for(BetaRule::kYarn, M, L, 8), 8.0);
+      if (M >= L) {
+        EXPECT_DOUBLE_EQ(beta_for(BetaRule::kSu, M, L, 8), beta_for(BetaRule::kQwen, M, L, 8));
+      }
+      if (M <= L) {
+        EXPECT_DOUBLE_EQ(beta_for(BetaRule::kYarn, M, L, 8), 8.0);
+      }
     }
 }
 
