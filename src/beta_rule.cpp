@@ -19,7 +19,9 @@ void check_common(double L, double beta0) {
 }
 }  // namespace
 
-std::string to_string(BetaRule rule) { return kNames[static_cast<int>(rule)]; }
+std::string to_string(BetaRule rule) {
+  return kNames[static_cast<int>(rule)];
+}
 
 BetaRule beta_rule_from_string(const std::string& name) {
   for (BetaRule r : all_beta_rules())
@@ -39,10 +41,13 @@ double beta_for(BetaRule rule, double M, double L, double beta0) {
   check_arg(std::isfinite(M) && M >= 1, fmt::format("M = {}: must be >= 1", M));
   const double ratio = std::log(M) / std::log(L);
   switch (rule) {
-    case BetaRule::kNone: return beta0;
+    case BetaRule::kNone:
+      return beta0;
     case BetaRule::kSu:
-    case BetaRule::kSsmax: return beta0 * ratio;
-    case BetaRule::kQwen: return beta0 * std::max(1.0, ratio);
+    case BetaRule::kSsmax:
+      return beta0 * ratio;
+    case BetaRule::kQwen:
+      return beta0 * std::max(1.0, ratio);
     case BetaRule::kYarn: {
       if (M <= L) return beta0;
       const double t = 0.1 * std::log(M / L) + 1.0;
@@ -57,10 +62,13 @@ torch::Tensor beta_for(BetaRule rule, const torch::Tensor& M, double L, double b
   check_arg(M.numel() == 0 || M.min().item<double>() >= 1, "M: every memory count must be >= 1");
   const double lnL = std::log(L);
   switch (rule) {
-    case BetaRule::kNone: return torch::full_like(M, beta0);
+    case BetaRule::kNone:
+      return torch::full_like(M, beta0);
     case BetaRule::kSu:
-    case BetaRule::kSsmax: return beta0 * torch::log(M) / lnL;
-    case BetaRule::kQwen: return beta0 * torch::clamp_min(torch::log(M) / lnL, 1.0);
+    case BetaRule::kSsmax:
+      return beta0 * torch::log(M) / lnL;
+    case BetaRule::kQwen:
+      return beta0 * torch::clamp_min(torch::log(M) / lnL, 1.0);
     case BetaRule::kYarn: {
       auto t = 0.1 * torch::log(torch::clamp_min(M / L, 1.0)) + 1.0;
       return beta0 * t * t;
@@ -69,7 +77,9 @@ torch::Tensor beta_for(BetaRule rule, const torch::Tensor& M, double L, double b
   return torch::full_like(M, beta0);
 }
 
-SsmaxScaleImpl::SsmaxScaleImpl(SsmaxScaleOptions options_) : options(options_) { reset(); }
+SsmaxScaleImpl::SsmaxScaleImpl(SsmaxScaleOptions options_) : options(options_) {
+  reset();
+}
 
 void SsmaxScaleImpl::reset() {
   check_common(options.ref_len(), options.beta0());

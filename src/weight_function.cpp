@@ -20,12 +20,14 @@ void WeightFunction::validate() const {
 
 torch::Tensor WeightFunction::operator()(const torch::Tensor& s) const {
   switch (kind) {
-    case WeightKind::kLinear: return s;
+    case WeightKind::kLinear:
+      return s;
     case WeightKind::kReluPow: {
       auto r = torch::relu(s);
       return p == 1 ? r : (p == 2 ? r * r : r.pow(p));
     }
-    case WeightKind::kSwiglu: return s * s * torch::sigmoid(s);
+    case WeightKind::kSwiglu:
+      return s * s * torch::sigmoid(s);
     case WeightKind::kExpSeries: {
       // Horner: 1 + bs (1 + bs/2 (1 + bs/3 (...)))
       auto bs = beta * s;
@@ -33,22 +35,27 @@ torch::Tensor WeightFunction::operator()(const torch::Tensor& s) const {
       for (int j = n - 1; j >= 1; --j) acc = 1.0 + acc * bs / static_cast<double>(j);
       return acc;
     }
-    case WeightKind::kSoftmax: return torch::exp(beta * s);
+    case WeightKind::kSoftmax:
+      return torch::exp(beta * s);
   }
   return s;
 }
 
 double WeightFunction::operator()(double s) const {
   switch (kind) {
-    case WeightKind::kLinear: return s;
-    case WeightKind::kReluPow: return s > 0 ? std::pow(s, p) : 0.0;
-    case WeightKind::kSwiglu: return s * s / (1.0 + std::exp(-s));
+    case WeightKind::kLinear:
+      return s;
+    case WeightKind::kReluPow:
+      return s > 0 ? std::pow(s, p) : 0.0;
+    case WeightKind::kSwiglu:
+      return s * s / (1.0 + std::exp(-s));
     case WeightKind::kExpSeries: {
       double acc = 1.0, bs = beta * s;
       for (int j = n - 1; j >= 1; --j) acc = 1.0 + acc * bs / j;
       return acc;
     }
-    case WeightKind::kSoftmax: return std::exp(beta * s);
+    case WeightKind::kSoftmax:
+      return std::exp(beta * s);
   }
   return s;
 }

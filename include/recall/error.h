@@ -1,6 +1,6 @@
-// Errors for bad input. Library code validates its arguments and throws std::invalid_argument with a
-// message naming the argument, its value and the accepted range; the CLI prints that message on one
-// line and exits with code 2. UsageError is the same thing raised by the CLI and config layers.
+// Errors for bad input. Library code validates its arguments and throws std::invalid_argument with
+// a message naming the argument, its value and the accepted range; the CLI prints that message on
+// one line and exits with code 2. UsageError is the same thing raised by the CLI and config layers.
 #pragma once
 #include <fmt/format.h>
 

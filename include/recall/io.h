@@ -1,5 +1,6 @@
 // Output files are written atomically: into a temporary file in the same folder, flushed, then
-// renamed over the target, so a reader never sees a half-written file and a crash leaves the old one.
+// renamed over the target, so a reader never sees a half-written file and a crash leaves the old
+// one.
 #pragma once
 #include <string>
 

@@ -3,8 +3,9 @@
 //   for each block: x = x + attn(norm1(x)); x = x + ffn(norm2(x))
 //   logits = head(norm_f(x))
 // Attention is a causal softmax store whose logit scale follows a beta rule per query position
-// (M = t + 1 keys seen, L = seq_len). The feed-forward sublayer is a parametric store: an MLP with a
-// weight function, a gated SwiGLU, learned-KV attention over N persistent key/value slots, or none.
+// (M = t + 1 keys seen, L = seq_len). The feed-forward sublayer is a parametric store: an MLP with
+// a weight function, a gated SwiGLU, learned-KV attention over N persistent key/value slots, or
+// none.
 #pragma once
 #include <torch/torch.h>
 
@@ -30,8 +31,8 @@ NormKind norm_kind_from_string(const std::string& s);
 FfnKind ffn_kind_from_string(const std::string& s);
 Activation activation_from_string(const std::string& s);
 
-// Flat, typed model configuration. validate() throws std::invalid_argument naming the key, value and
-// accepted range (e.g. "d_model = 130 is not divisible by n_heads = 4").
+// Flat, typed model configuration. validate() throws std::invalid_argument naming the key, value
+// and accepted range (e.g. "d_model = 130 is not divisible by n_heads = 4").
 struct ModelConfig {
   int64_t vocab_size = 96;
   int64_t d_model = 128;
@@ -41,13 +42,13 @@ struct ModelConfig {
   PosKind pos = PosKind::kRope;
   NormKind norm = NormKind::kRmsNorm;
   bool tied_head = false;
-  bool bias = false;              // biases in linear layers (the nanoGPT-style peer uses them)
+  bool bias = false;  // biases in linear layers (the nanoGPT-style peer uses them)
   BetaRule attn_rule = BetaRule::kNone;
   FfnKind ffn = FfnKind::kMlp;
   Activation activation = Activation::kGelu;
-  int64_t ffn_mult = 4;           // hidden width = ffn_mult * d_model (mlp, swiglu)
-  int64_t ffn_slots = 0;          // learned_kv: number of learned key/value slots per head
-  int64_t attn_mem_kv = 0;        // learned key/values concatenated to the context keys
+  int64_t ffn_mult = 4;     // hidden width = ffn_mult * d_model (mlp, swiglu)
+  int64_t ffn_slots = 0;    // learned_kv: number of learned key/value slots per head
+  int64_t attn_mem_kv = 0;  // learned key/values concatenated to the context keys
   void validate() const;
 };
 

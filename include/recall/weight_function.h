@@ -1,7 +1,8 @@
 // Recall weight functions (SPEC section 1). A weight-function store recalls
 //   f(x) = sum_i sigma(k_i . x) v_i
-// and each kind below is one sigma. These are the same functions as an MLP's activation (relu, relu^p,
-// swiglu with shared gate and input) and softmax attention's unnormalised weight exp(beta s).
+// and each kind below is one sigma. These are the same functions as an MLP's activation (relu,
+// relu^p, swiglu with shared gate and input) and softmax attention's unnormalised weight exp(beta
+// s).
 #pragma once
 #include <torch/torch.h>
 

@@ -1,6 +1,37 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+
 #include "commands.h"
+#include "recall/io.h"
+#include "recall/probe_report.h"
+
 namespace recall::cli {
-void add_theory(CLI::App& root, Action& action) {}
-void add_probe(CLI::App& root, Action& action) {}
-void add_bench(CLI::App& root, Action& action) {}
+
+void add_theory(CLI::App& root, Action& action) {
+  struct Opts {
+    int64_t d_k = 64;
+    double beta = 8;
+    std::string json;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd =
+      root.add_subcommand("theory", "exact theory capacity of every store (SPEC section 3)");
+  cmd->add_option("--dk", o->d_k, "key dimension")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--beta", o->beta, "sharpness of exp<n> and softmax")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--json", o->json, "also write the table as JSON to this file");
+  cmd->callback([o, &action] {
+    if (!o->json.empty()) check_output_path("--json", o->json);
+    action = [o] {
+      std::fputs(theory_table(o->d_k, o->beta).c_str(), stdout);
+      if (!o->json.empty()) write_file_atomic(o->json, theory_json(o->d_k, o->beta));
+      return 0;
+    };
+  });
+}
+
 }  // namespace recall::cli

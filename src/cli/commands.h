@@ -13,5 +13,7 @@ using Action = std::function<int()>;
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);
+// `recall bench train`, under the bench subcommand.
+void add_bench_train(CLI::App& bench, Action& action);
 
 }  // namespace recall::cli

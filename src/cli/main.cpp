@@ -1,15 +1,17 @@
 // recall: memory stores, their capacity, and a transformer built from them.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
 #include "commands.h"
+#include "recall/blas.h"
 #include "recall/error.h"
 #include "recall/threads.h"
 
 int main(int argc, char** argv) {
+  recall::ensure_fast_blas(argv);
   CLI::App app{"recall: transformer layers as associative memory stores"};
   app.require_subcommand(1);
   app.fallthrough();  // --threads may come after the subcommand

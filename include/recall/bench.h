@@ -1,0 +1,14 @@
+// Measurements shared by the benchmarks: the machine's fp32 GEMM rate, timed in this process, and
+// the process's peak resident memory.
+#pragma once
+
+namespace recall {
+
+// GFLOP/s of a 1024^3 fp32 matrix product (2 n^3 FLOPs), best of a few timed repeats, on the
+// current torch thread count.
+double measure_gemm_gflops();
+
+// Peak resident set size of this process so far, in MiB.
+double peak_rss_mib();
+
+}  // namespace recall

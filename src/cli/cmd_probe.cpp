@@ -1,0 +1,156 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "recall/bench.h"
+#include "recall/error.h"
+#include "recall/io.h"
+#include "recall/probe_report.h"
+
+namespace recall::cli {
+
+namespace {
+
+// Progress on stderr, at most once a second, and only once the work has run for a second.
+class Progress {
+ public:
+  explicit Progress(std::string label) : label_(std::move(label)), tty_(::isatty(2)) {}
+  void operator()(double done, double total) {
+    const double t = seconds();
+    if (t < 1.0 || t - last_ < (tty_ ? 1.0 : 10.0)) return;
+    last_ = t;
+    const double f = total > 0 ? done / total : 1.0;
+    const double eta = f > 0 ? t * (1 - f) / f : 0;
+    std::fprintf(stderr, "%s%s: %3.0f%%  %5.1f s  ETA %4.0f s%s", tty_ ? "\r" : "", label_.c_str(),
+                 100 * f, t, eta, tty_ ? "" : "\n");
+    shown_ = true;
+  }
+  ~Progress() {
+    if (shown_ && tty_) std::fputc('\n', stderr);
+  }
+
+ private:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  std::string label_;
+  bool tty_, shown_ = false;
+  double last_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// Adds the probe's flags to `cmd`, bound to `c`.
+void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& rules,
+                     bool& no_rules) {
+  cmd->add_option(
+         "--stores", c.stores,
+         "stores to probe, comma-separated (default: outer_product,least_squares,relu,relu2,"
+         "relu3,swiglu,exp2,exp3,exp4,softmax; also linear, relu<p>, exp<n>, delta)")
+      ->delimiter(',');
+  cmd->add_option("--dk", c.d_k, "key dimension")->capture_default_str();
+  cmd->add_option("--dv", c.d_v, "value dimension")->capture_default_str();
+  cmd->add_option("--queries", c.queries, "stored keys queried per trial")->capture_default_str();
+  cmd->add_option("--trials", c.trials, "independent trials")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "random seed")->capture_default_str();
+  cmd->add_option("--beta", c.beta, "sharpness of exp<n> and softmax; beta_0 of the rules")
+      ->capture_default_str();
+  cmd->add_option("--m", c.m, "explicit M grid, comma-separated (default: powers of 2 from 16)")
+      ->delimiter(',');
+  cmd->add_option("--m-max", c.m_max, "largest M of the automatic grid")->capture_default_str();
+  cmd->add_option("--margin", c.margin, "automatic grid: stop once the theory ISR reaches this")
+      ->capture_default_str();
+  cmd->add_option("--rules", rules,
+                  "sharpness rules for the long-context curves (none,su,qwen,yarn,ssmax)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--no-rules", no_rules, "skip the long-context curves");
+  cmd->add_option("--ref-len", c.ref_len, "reference length L of the rules")->capture_default_str();
+  cmd->add_option("--rule-m-max", c.rule_m_max, "rules: largest M (M = L, 2L, ...)")
+      ->capture_default_str();
+  cmd->add_option("--rule-queries", c.rule_queries, "rules: stored keys queried per trial")
+      ->capture_default_str();
+  cmd->add_option("--chunk", c.chunk, "memories per streamed chunk (memory/speed only)")
+      ->capture_default_str();
+}
+
+void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool no_rules) {
+  c.rules.clear();
+  if (!no_rules)
+    for (const auto& r : rules) c.rules.push_back(beta_rule_from_string(r));
+  c.validate();
+}
+
+}  // namespace
+
+void add_probe(CLI::App& root, Action& action) {
+  struct Opts {
+    ProbeConfig config;
+    std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
+    bool no_rules = false, quiet = false;
+    std::string json, csv, plot;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd =
+      root.add_subcommand("probe", "measure every store's ISR against M beside exact theory");
+  add_probe_flags(cmd, o->config, o->rules, o->no_rules);
+  cmd->add_option("--json", o->json, "write every number as JSON to this file");
+  cmd->add_option("--csv", o->csv, "write every curve point as CSV to this file");
+  cmd->add_option("--plot", o->plot, "write a log-log plot to this file (.png or .svg)");
+  cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
+  cmd->callback([o, &action] {
+    resolve_rules(o->config, o->rules, o->no_rules);
+    if (!o->json.empty()) check_output_path("--json", o->json);
+    if (!o->csv.empty()) check_output_path("--csv", o->csv);
+    if (!o->plot.empty()) {
+      check_output_path("--plot", o->plot);
+      const auto ext = o->plot.size() >= 4 ? o->plot.substr(o->plot.size() - 4) : "";
+      if (ext != ".png" && ext != ".svg")
+        throw UsageError(fmt::format("--plot {}: the file must end in .png or .svg", o->plot));
+    }
+    action = [o] {
+      Progress progress("probe");
+      ProgressFn fn;
+      if (!o->quiet) fn = [&progress](double d, double t) { progress(d, t); };
+      const ProbeResult r = run_probe(o->config, fn);
+      std::fputs(probe_table(r).c_str(), stdout);
+      if (!o->json.empty()) write_file_atomic(o->json, probe_json(r));
+      if (!o->csv.empty()) write_file_atomic(o->csv, probe_csv(r));
+      if (!o->plot.empty()) write_probe_plot(r, o->plot);
+      return 0;
+    };
+  });
+}
+
+void add_bench(CLI::App& root, Action& action) {
+  auto* bench =
+      root.add_subcommand("bench", "benchmarks: throughput beside the measured GEMM rate");
+  bench->require_subcommand(1);
+  struct Opts {
+    ProbeConfig config;
+    std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
+    bool no_rules = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* probe =
+      bench->add_subcommand("probe", "time the default probe: GFLOP/s beside GEMM GFLOP/s");
+  add_probe_flags(probe, o->config, o->rules, o->no_rules);
+  probe->callback([o, &action] {
+    resolve_rules(o->config, o->rules, o->no_rules);
+    action = [o] {
+      const double gemm = measure_gemm_gflops();
+      const ProbeResult r = run_probe(o->config);
+      nlohmann::json j = {{"bench", "probe"},     {"threads", torch::get_num_threads()},
+                          {"seconds", r.seconds}, {"probe_gflops", r.flops / r.seconds / 1e9},
+                          {"gemm_gflops", gemm},  {"peak_rss_mib", peak_rss_mib()}};
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    };
+  });
+  add_bench_train(*bench, action);
+}
+
+}  // namespace recall::cli

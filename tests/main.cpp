@@ -1,0 +1,11 @@
+#include <gtest/gtest.h>
+
+#include "recall/blas.h"
+#include "recall/threads.h"
+
+int main(int argc, char** argv) {
+  recall::ensure_fast_blas(argv);
+  recall::set_threads(0);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
