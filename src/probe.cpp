@@ -200,8 +200,14 @@ std::vector<int64_t> store_grid(const ProbeConfig& config, const std::string& st
     return {sorted.begin(), sorted.end()};
   }
   const StoreSpec spec = StoreSpec::parse(store, config.beta);
+  auto theory_rms = [&](int64_t M) {
+    auto isr2 = expected_isr2(spec, config.d_k, static_cast<double>(M));
+    return isr2 ? std::sqrt(*isr2) : 0.0;
+  };
+  int64_t start = 16;  // lower for stores already near capacity there, so the crossing is inside
+  while (start > 2 && theory_rms(start) > 0.5) start /= 2;
   std::vector<int64_t> grid;
-  for (int64_t M = 16; M <= config.m_max; M *= 2) {
+  for (int64_t M = start; M <= config.m_max; M *= 2) {
     grid.push_back(M);
     auto isr2 = expected_isr2(spec, config.d_k, static_cast<double>(M));
     if (isr2 ? std::sqrt(*isr2) >= config.margin : M >= 8 * config.d_k) break;
@@ -234,7 +240,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
   std::vector<StoreSpec> specs;
   for (const auto& name : config.store_names()) {
     specs.push_back(StoreSpec::parse(name, config.beta));
-    if (specs.back().is_weight_function())
+    if (specs.back().is_weight_function() && !config.reference)
       for (int64_t M : store_grid(config, name)) need(specs.back().weight, config.queries, M);
   }
   const auto rgrid = rule_grid(config);
@@ -291,7 +297,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
       store_isr[s].resize(grid.size());
       for (size_t g = 0; g < grid.size(); ++g) {
         std::vector<double> sample;
-        if (specs[s].is_weight_function()) {
+        if (specs[s].is_weight_function() && !config.reference) {
           const auto& full = plan.at(key_of(specs[s].weight)).isr.at(grid[g]);
           sample.assign(full.begin(), full.begin() + std::min<int64_t>(config.queries, grid[g]));
         } else {
@@ -315,14 +321,17 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     StoreResult out;
     out.store = specs[s].name();
     const auto grid = store_grid(config, config.store_names()[s]);
-    std::vector<double> pooled_median(grid.size());
+    std::vector<double> pooled_median(grid.size()), pooled_rms(grid.size());
     std::vector<std::vector<double>> trial_median(config.trials, std::vector<double>(grid.size()));
+    std::vector<std::vector<double>> trial_rms = trial_median;
     for (size_t g = 0; g < grid.size(); ++g) {
       std::vector<double> pooled;
       for (int64_t t = 0; t < config.trials; ++t) {
         const auto& x = store_isr[s][g][t];
         pooled.insert(pooled.end(), x.begin(), x.end());
-        trial_median[t][g] = summarize(x).median;
+        const IsrSummary one = summarize(x);
+        trial_median[t][g] = one.median;
+        trial_rms[t][g] = one.rms;
       }
       CurvePoint p;
       p.M = grid[g];
@@ -330,14 +339,25 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
       if (auto e = expected_isr2(specs[s], config.d_k, static_cast<double>(grid[g])))
         p.theory_rms = std::sqrt(*e);
       pooled_median[g] = p.isr.median;
+      pooled_rms[g] = p.isr.rms;
       out.curve.push_back(p);
     }
-    out.capacity.median = crossing(grid, pooled_median);
+    Capacity& cap = out.capacity;
+    cap.median = crossing(grid, pooled_median);
+    cap.rms = crossing(grid, pooled_rms);
+    std::vector<double> rms_caps;
     for (int64_t t = 0; t < config.trials; ++t) {
-      auto c = crossing(grid, trial_median[t]);
-      if (!c) continue;
-      out.capacity.low = out.capacity.low ? std::min(*out.capacity.low, *c) : *c;
-      out.capacity.high = out.capacity.high ? std::max(*out.capacity.high, *c) : *c;
+      if (auto c = crossing(grid, trial_median[t])) {
+        cap.low = cap.low ? std::min(*cap.low, *c) : *c;
+        cap.high = cap.high ? std::max(*cap.high, *c) : *c;
+      }
+      if (auto c = crossing(grid, trial_rms[t])) rms_caps.push_back(*c);
+    }
+    if (rms_caps.size() >= 2 && rms_caps.size() == static_cast<size_t>(config.trials)) {
+      double mean = 0, var = 0;
+      for (double c : rms_caps) mean += c / static_cast<double>(rms_caps.size());
+      for (double c : rms_caps) var += (c - mean) * (c - mean) / static_cast<double>(rms_caps.size() - 1);
+      cap.rms_sem = std::sqrt(var / static_cast<double>(rms_caps.size()));
     }
     out.capacity.theory = theory_capacity(specs[s], config.d_k);
     result.stores.push_back(std::move(out));

@@ -31,6 +31,7 @@ struct ProbeConfig {
   int64_t rule_m_max = int64_t{1} << 22;  // rules: M = L, 2L, ... up to this
   int64_t rule_queries = 64;              // per trial, for the rule curves
   int64_t chunk = 16384;                  // memories per streamed chunk (speed/memory only)
+  bool reference = false;  // compute every store through its module, one M at a time (slow, checks)
 
   // Throws std::invalid_argument naming the field, its value and the accepted range.
   void validate() const;
@@ -50,8 +51,12 @@ struct CurvePoint {
   std::optional<double> theory_rms;
 };
 
+// median: where the pooled median ISR crosses 1 (the headline); low/high: min/max of the same over
+// trials. rms: where the pooled RMS ISR crosses 1, which is what theory predicts (theory gives
+// E[ISR^2]; the median sits a few per cent lower, as ISR is skewed), with its standard error over
+// trials. theory: where E[ISR^2] = 1.
 struct Capacity {
-  std::optional<double> median, low, high, theory;  // low/high: min/max over trials
+  std::optional<double> median, low, high, rms, rms_sem, theory;
 };
 
 // M where the median ISR crosses 1, interpolated linearly in (log M, log ISR) between the grid

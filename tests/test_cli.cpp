@@ -1,0 +1,107 @@
+// The real binary: bad input gets one line naming the flag and exit code 2, and no output file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs `recall args` with stdout and stderr captured.
+CliRun run(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path();
+  const std::string out = (dir / "recall_cli_out.txt").string(), err = (dir / "recall_cli_err.txt").string();
+  const std::string cmd = std::string(RECALL_BINARY) + " " + args + " >" + out + " 2>" + err;
+  CliRun r;
+  const int status = std::system(cmd.c_str());
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+TEST(Cli, TheoryPrintsCapacitiesAndJson) {
+  const auto dir = fresh_dir("recall_cli_theory");
+  const auto json_path = (dir / "t.json").string();
+  const CliRun r = run("theory --dk 64 --beta 8 --json " + json_path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("relu2"), std::string::npos);
+  std::ifstream in(json_path);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["d_k"], 64);
+  std::map<std::string, double> cap;
+  for (const auto& s : j["stores"]) cap[s["store"]] = s["capacity"];
+  EXPECT_DOUBLE_EQ(cap["outer_product"], 65.0);
+  EXPECT_DOUBLE_EQ(cap["least_squares"], 128.0);
+  EXPECT_NEAR(cap["relu2"], 2817.0, 1e-6);
+  EXPECT_NEAR(cap["softmax"] / 1.2e6, 1.06, 0.02);
+}
+
+TEST(Cli, ProbeWritesJsonCsvAndPlot) {
+  const auto dir = fresh_dir("recall_cli_probe");
+  const CliRun r = run("probe --stores relu,softmax --m 16,64,256 --trials 2 --queries 32 --rule-m-max 4096 "
+                    "--threads 1 --json " + (dir / "p.json").string() + " --csv " + (dir / "p.csv").string() +
+                    " --plot " + (dir / "p.png").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(dir / "p.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["stores"].size(), 2u);
+  EXPECT_EQ(j["stores"][0]["store"], "relu");
+  EXPECT_EQ(j["stores"][0]["curve"].size(), 3u);
+  EXPECT_TRUE(j["stores"][0]["curve"][0].contains("isr_p90"));
+  EXPECT_TRUE(j["stores"][0]["capacity"].contains("theory"));
+  ASSERT_EQ(j["rules"].size(), 4u);
+  EXPECT_EQ(j["rules"][1]["rule"], "su");
+  EXPECT_EQ(j["rules"][1]["curve"].size(), 3u);  // 1024, 2048, 4096
+  EXPECT_GT(fs::file_size(dir / "p.png"), 1000u);
+  EXPECT_GT(fs::file_size(dir / "p.csv"), 100u);
+}
+
+TEST(Cli, BadInputIsOneLineExitTwoAndNoFile) {
+  const auto dir = fresh_dir("recall_cli_bad");
+  const std::string json = " --json " + (dir / "x.json").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"probe --dk 0" + json, "--dk 0"},
+      {"probe --dk abc" + json, "--dk"},
+      {"probe --trials 0" + json, "--trials 0"},
+      {"probe --stores relu,bogus" + json, "bogus"},
+      {"probe --rules su,logn" + json, "logn"},
+      {"probe --m 1,64" + json, "--m 1"},
+      {"probe --beta -2" + json, "--beta -2"},
+      {"probe --plot " + (dir / "x.pdf").string() + json, ".png or .svg"},
+      {"probe --json /nonexistent-dir/x.json", "does not exist"},
+      {"probe --unknown-flag" + json, "unknown-flag"},
+      {"theory --dk 1" + json, "--dk"},
+      {"nosuchcommand", "subcommand"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir / "x.json")) << args;
+  }
+}
