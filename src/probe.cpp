@@ -145,13 +145,15 @@ struct AccGroup {
   }
 };
 
-using AccKey = std::tuple<int, int, int, double>;
-AccKey key_of(const WeightFunction& w) {
+// An accumulator is shared by every store or rule point with the same weight function and queries.
+using AccKey = std::tuple<int, int, int, double, int64_t>;
+AccKey key_of(const WeightFunction& w, int64_t q) {
   return {static_cast<int>(w.kind), w.p, w.n,
           w.kind == WeightKind::kLinear || w.kind == WeightKind::kReluPow ||
                   w.kind == WeightKind::kSwiglu
               ? 0.0
-              : w.beta};
+              : w.beta,
+          q};
 }
 
 // ISR of the first q stored keys of a store that is built directly (least squares, delta): the
@@ -228,12 +230,13 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
   ProbeResult result;
   result.config = config;
 
-  // Plan: one accumulator per distinct weight function; each store and rule point reads snapshots.
+  // Plan: one accumulator per distinct (weight function, queries); stores and rule points read its
+  // snapshots.
   std::map<AccKey, Accumulator> plan;
   auto need = [&](const WeightFunction& w, int64_t q, int64_t M) {
-    Accumulator& a = plan[key_of(w)];
+    Accumulator& a = plan[key_of(w, q)];
     a.weight = w;
-    a.q = std::max(a.q, q);
+    a.q = q;
     a.end = std::max(a.end, M);
     a.snapshots.insert(M);
   };
@@ -280,9 +283,12 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     for (int64_t c0 = 0; c0 < end_max;) {
       const int64_t c1 = std::min({*boundaries.upper_bound(c0), c0 + config.chunk, end_max});
       auto [K, V] = stream.get(c0, c1);
-      auto S = S_buf.narrow(0, 0, q_max * (c1 - c0)).view({q_max, c1 - c0});
-      torch::mm_out(S, queries, K.t());  // (q_max, C) similarities
-      result.flops += 2.0 * q_max * (c1 - c0) * config.d_k;
+      int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
+      for (auto& [q, g] : groups)
+        if (g.accs.front()->end > c0) q_active = std::max(q_active, q);
+      auto S = S_buf.narrow(0, 0, q_active * (c1 - c0)).view({q_active, c1 - c0});
+      torch::mm_out(S, queries.slice(0, 0, q_active), K.t());  // (q_active, C) similarities
+      result.flops += 2.0 * q_active * (c1 - c0) * config.d_k;
       for (auto& [q, g] : groups) {
         const double work = g.update(S, V, c0, c1);
         result.flops += 2.0 * work * config.d_v;
@@ -298,7 +304,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
       for (size_t g = 0; g < grid.size(); ++g) {
         std::vector<double> sample;
         if (specs[s].is_weight_function() && !config.reference) {
-          const auto& full = plan.at(key_of(specs[s].weight)).isr.at(grid[g]);
+          const auto& full = plan.at(key_of(specs[s].weight, config.queries)).isr.at(grid[g]);
           sample.assign(full.begin(), full.begin() + std::min<int64_t>(config.queries, grid[g]));
         } else {
           auto [K, V] = stream.get(0, grid[g]);
@@ -310,7 +316,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     for (size_t r = 0; r < config.rules.size(); ++r)
       for (size_t g = 0; g < rgrid.size(); ++g) {
         const double b = beta_for(config.rules[r], rgrid[g], config.ref_len, config.beta);
-        const auto& full = plan.at(key_of(softmax_weight(b))).isr.at(rgrid[g]);
+        const auto& full = plan.at(key_of(softmax_weight(b), config.rule_queries)).isr.at(rgrid[g]);
         rule_pool[r][g].insert(rule_pool[r][g].end(), full.begin(),
                                full.begin() + std::min<int64_t>(config.rule_queries, rgrid[g]));
       }

@@ -25,7 +25,7 @@ struct ProbeConfig {
   double beta = 8.0;                 // exp<n> and softmax sharpness, and beta_0 of the rules
   std::vector<int64_t> m;            // explicit M grid; empty: powers of 2 from 16 per store (auto)
   int64_t m_max = int64_t{1} << 23;  // cap of the automatic grid
-  double margin = 1.5;               // auto grid: go on until the theory ISR reaches this
+  double margin = 1.25;              // auto grid: go on until the theory ISR reaches this
   std::vector<BetaRule> rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
   double ref_len = 1024;                  // L of the rules
   int64_t rule_m_max = int64_t{1} << 22;  // rules: M = L, 2L, ... up to this
