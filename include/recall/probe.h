@@ -30,7 +30,7 @@ struct ProbeConfig {
   double ref_len = 1024;                  // L of the rules
   int64_t rule_m_max = int64_t{1} << 22;  // rules: M = L, 2L, ... up to this
   int64_t rule_queries = 64;              // per trial, for the rule curves
-  int64_t chunk = 16384;                  // memories per streamed chunk (speed/memory only)
+  int64_t chunk = 4096;                   // memories per streamed chunk (speed/memory only)
   bool reference = false;  // compute every store through its module, one M at a time (slow, checks)
 
   // Throws std::invalid_argument naming the field, its value and the accepted range.
