@@ -362,7 +362,8 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     if (rms_caps.size() >= 2 && rms_caps.size() == static_cast<size_t>(config.trials)) {
       double mean = 0, var = 0;
       for (double c : rms_caps) mean += c / static_cast<double>(rms_caps.size());
-      for (double c : rms_caps) var += (c - mean) * (c - mean) / static_cast<double>(rms_caps.size() - 1);
+      for (double c : rms_caps)
+        var += (c - mean) * (c - mean) / static_cast<double>(rms_caps.size() - 1);
       cap.rms_sem = std::sqrt(var / static_cast<double>(rms_caps.size()));
     }
     out.capacity.theory = theory_capacity(specs[s], config.d_k);

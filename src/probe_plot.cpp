@@ -16,6 +16,13 @@ namespace recall {
 namespace fs = std::filesystem;
 
 namespace {
+// Distinct line colours, one per store (gnuplot's default cycle repeats after eight).
+const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                          "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000080", "#808000"};
+std::string colour(size_t i) {
+  return fmt::format("rgb '{}'", kColours[i % 12]);
+}
+
 struct TempDir {
   fs::path path;
   TempDir() {
@@ -62,8 +69,8 @@ void write_probe_plot(const ProbeResult& r, const std::string& path) {
       fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
   const fs::path partial = out / ("." + fs::path(path).filename().string() + ".partial");
   std::string gp = fmt::format(
-      "set terminal {}\nset output '{}'\nset logscale xy\nset format x '10^{{%L}}'\n"
-      "set format y '10^{{%L}}'\nset grid\nset key outside right\nset xlabel 'memories M'\n"
+      "set terminal {} noenhanced\nset output '{}'\nset logscale xy\nset format x '1e%L'\n"
+      "set format y '1e%L'\nset grid\nset key outside right\nset xlabel 'memories M'\n"
       "set ylabel 'interference-to-signal ratio'\n",
       terminal, partial.string());
   gp += r.rules.empty() ? "" : "set multiplot layout 1,2\n";
@@ -75,7 +82,7 @@ void write_probe_plot(const ProbeResult& r, const std::string& path) {
     gp += fmt::format(
         "'{0}' index {1} using 1:2 with linespoints lc {2} pt 7 ps 0.6 title '{3}', "
         "'{0}' index {1} using 1:5 with lines dt 2 lc {2} notitle, ",
-        (tmp.path / "data.txt").string(), i, i + 1, r.stores[i].store);
+        (tmp.path / "data.txt").string(), i, colour(i), r.stores[i].store);
   gp += "1 with lines lc rgb 'black' lw 2 title 'ISR = 1'\n";
   if (!r.rules.empty()) {
     gp += fmt::format("set title 'softmax ISR by sharpness rule, L = {}, beta_0 = {}'\nplot ",
@@ -84,7 +91,7 @@ void write_probe_plot(const ProbeResult& r, const std::string& path) {
       gp += fmt::format(
           "'{0}' index {1} using 1:2 with linespoints lc {2} pt 7 ps 0.6 title '{3}', "
           "'{0}' index {1} using 1:5 with lines dt 2 lc {2} notitle, ",
-          (tmp.path / "data.txt").string(), n + i, i + 1, to_string(r.rules[i].rule));
+          (tmp.path / "data.txt").string(), n + i, colour(i), to_string(r.rules[i].rule));
     gp += "1 with lines lc rgb 'black' lw 2 title 'ISR = 1'\nunset multiplot\n";
   }
   std::ofstream(tmp.path / "plot.gp") << gp;

@@ -20,7 +20,8 @@ struct CliRun {
 // Runs `recall args` with stdout and stderr captured.
 CliRun run(const std::string& args) {
   const fs::path dir = fs::temp_directory_path();
-  const std::string out = (dir / "recall_cli_out.txt").string(), err = (dir / "recall_cli_err.txt").string();
+  const std::string out = (dir / "recall_cli_out.txt").string(),
+                    err = (dir / "recall_cli_err.txt").string();
   const std::string cmd = std::string(RECALL_BINARY) + " " + args + " >" + out + " 2>" + err;
   CliRun r;
   const int status = std::system(cmd.c_str());
@@ -62,9 +63,11 @@ TEST(Cli, TheoryPrintsCapacitiesAndJson) {
 
 TEST(Cli, ProbeWritesJsonCsvAndPlot) {
   const auto dir = fresh_dir("recall_cli_probe");
-  const CliRun r = run("probe --stores relu,softmax --m 16,64,256 --trials 2 --queries 32 --rule-m-max 4096 "
-                    "--threads 1 --json " + (dir / "p.json").string() + " --csv " + (dir / "p.csv").string() +
-                    " --plot " + (dir / "p.png").string());
+  const CliRun r =
+      run("probe --stores relu,softmax --m 16,64,256 --trials 2 --queries 32 --rule-m-max 4096 "
+          "--threads 1 --json " +
+          (dir / "p.json").string() + " --csv " + (dir / "p.csv").string() + " --plot " +
+          (dir / "p.png").string());
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream in(dir / "p.json");
   const auto j = nlohmann::json::parse(in);

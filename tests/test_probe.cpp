@@ -34,7 +34,8 @@ TEST(Probe, StreamingFastPathMatchesStoreModules) {
     for (size_t g = 0; g < c.m.size(); ++g) {
       const auto &a = fast.stores[s].curve[g].isr, &b = ref.stores[s].curve[g].isr;
       EXPECT_EQ(a.count, b.count);
-      for (auto [x, y] : {std::pair{a.median, b.median}, {a.rms, b.rms}, {a.p10, b.p10}, {a.p90, b.p90}})
+      for (auto [x, y] :
+           {std::pair{a.median, b.median}, {a.rms, b.rms}, {a.p10, b.p10}, {a.p90, b.p90}})
         EXPECT_NEAR(x, y, 1e-4 * std::abs(y)) << fast.stores[s].store << " M " << c.m[g];
     }
 }
@@ -56,7 +57,8 @@ TEST(Probe, ChunkSizeDoesNotChangeTheMemories) {
 }
 
 TEST(Probe, EssaysMeasuredTables) {
-  // Outer product: ISR ~0.97 at M = 64 and ~16 at M = 16384; least squares: 0 up to 64, ~1.0 at 128.
+  // Outer product: ISR ~0.97 at M = 64 and ~16 at M = 16384; least squares: 0 up to 64, ~1.0 at
+  // 128.
   ProbeConfig c;
   c.stores = {"outer_product"};
   c.m = {16, 32, 64, 128, 16384};
@@ -73,9 +75,11 @@ TEST(Probe, EssaysMeasuredTables) {
 
 TEST(Probe, MeasuredCapacitiesAgreeWithTheory) {
   // The RMS crossing estimates what theory predicts (E[ISR^2] = 1): within 3 standard errors over
-  // 8 trials. The headline median crossing sits a few per cent above it (ISR is skewed): within 8 %.
+  // 8 trials. The headline median crossing sits a few per cent above it (ISR is skewed): within 8
+  // %.
   ProbeConfig c;
-  c.stores = {"outer_product", "least_squares", "relu", "relu2", "swiglu", "exp2", "exp3", "exp4", "softmax"};
+  c.stores = {"outer_product", "least_squares", "relu", "relu2",  "swiglu",
+              "exp2",          "exp3",          "exp4", "softmax"};
   c.beta = 4;  // softmax capacity ~1.8e3 at d_k = 64, so the test stays fast
   c.trials = 8;
   c.queries = 64;
@@ -85,7 +89,8 @@ TEST(Probe, MeasuredCapacitiesAgreeWithTheory) {
   for (const auto& s : r.stores) {
     const auto& cap = s.capacity;
     ASSERT_TRUE(cap.rms && cap.rms_sem && cap.theory && cap.median)
-        << s.store << " " << cap.rms.has_value() << cap.rms_sem.has_value() << cap.median.has_value();
+        << s.store << " " << cap.rms.has_value() << cap.rms_sem.has_value()
+        << cap.median.has_value();
     EXPECT_NEAR(*cap.rms, *cap.theory, 3 * *cap.rms_sem + 0.01 * *cap.theory) << s.store;
     EXPECT_NEAR(*cap.median / *cap.theory, 1.0, 0.08) << s.store;
     EXPECT_LE(*cap.low, *cap.median);
@@ -94,8 +99,8 @@ TEST(Probe, MeasuredCapacitiesAgreeWithTheory) {
 }
 
 TEST(Probe, RulesOnTheEssaysFigureShape) {
-  // L = 64 instead of 1024 keeps it fast; the shape is the essay's: past L, su and qwen coincide and
-  // fall, yarn falls faster, a fixed beta rises.
+  // L = 64 instead of 1024 keeps it fast; the shape is the essay's: past L, su and qwen coincide
+  // and fall, yarn falls faster, a fixed beta rises.
   ProbeConfig c;
   c.stores = {"relu"};
   c.m = {16, 32};
@@ -138,7 +143,7 @@ TEST(Probe, AutomaticGridEndsPastCapacity) {
     EXPECT_EQ(grid.front(), 16);
     EXPECT_EQ(grid.back() & (grid.back() - 1), 0);  // powers of 2
   }
-  EXPECT_EQ(store_grid(c, "outer_product").back(), 128);        // theory ISR 1.41
+  EXPECT_EQ(store_grid(c, "outer_product").back(), 128);         // theory ISR 1.41
   EXPECT_EQ(store_grid(c, "softmax").back(), int64_t{1} << 21);  // past 2 million, ISR 1.28
   EXPECT_EQ(rule_grid(c).front(), 1024);
   EXPECT_EQ(rule_grid(c).back(), int64_t{1} << 22);

@@ -44,8 +44,8 @@ TEST(Stores, WeightFunctionStoresMatchNaiveLoop) {
   // Tolerance: float64 products of 40 terms, 1e-10 relative to the largest entry.
   const auto K = unit_rows(40, 16, torch::kFloat64, 1), V = unit_rows(40, 8, torch::kFloat64, 2);
   const auto X = unit_rows(7, 16, torch::kFloat64, 3);
-  for (const char* name :
-       {"outer_product", "linear", "relu", "relu2", "relu3", "relu5", "swiglu", "exp2", "exp3", "exp4", "softmax"}) {
+  for (const char* name : {"outer_product", "linear", "relu", "relu2", "relu3", "relu5", "swiglu",
+                           "exp2", "exp3", "exp4", "softmax"}) {
     const auto spec = StoreSpec::parse(name, 4.0);
     auto store = make_store(spec, 16, 8);
     store->write(K.slice(0, 0, 25), V.slice(0, 0, 25));
@@ -54,15 +54,18 @@ TEST(Stores, WeightFunctionStoresMatchNaiveLoop) {
     const auto want = naive_recall(spec, K, V, X);
     const double scale = want.abs().max().item<double>();
     EXPECT_LT((store->recall(X) - want).abs().max().item<double>(), 1e-10 * scale) << name;
-    EXPECT_LT((store->recall_weights(X).mm(V) - want).abs().max().item<double>(), 1e-10 * scale) << name;
+    EXPECT_LT((store->recall_weights(X).mm(V) - want).abs().max().item<double>(), 1e-10 * scale)
+        << name;
   }
 }
 
 TEST(Stores, Float32MatchesFloat64) {
   // Tolerance: float32 rounding over 64 terms, 1e-5 relative.
   const auto K = unit_rows(64, 32, torch::kFloat64, 4), V = unit_rows(64, 32, torch::kFloat64, 5);
-  for (const char* name : {"outer_product", "least_squares", "relu2", "swiglu", "softmax", "delta"}) {
-    auto a = make_store(StoreSpec::parse(name), 32, 32), b = make_store(StoreSpec::parse(name), 32, 32);
+  for (const char* name :
+       {"outer_product", "least_squares", "relu2", "swiglu", "softmax", "delta"}) {
+    auto a = make_store(StoreSpec::parse(name), 32, 32),
+         b = make_store(StoreSpec::parse(name), 32, 32);
     a->write(K, V);
     b->write(K.to(torch::kFloat32), V.to(torch::kFloat32));
     auto ra = a->recall(K), rb = b->recall(K.to(torch::kFloat32));
@@ -75,7 +78,8 @@ TEST(Stores, Float32MatchesFloat64) {
 
 TEST(Stores, LeastSquaresRecallsExactlyUpToDk) {
   for (int64_t M : {1, 16, 63, 64}) {
-    const auto K = unit_rows(M, 64, torch::kFloat64, 10 + M), V = unit_rows(M, 64, torch::kFloat64, 20);
+    const auto K = unit_rows(M, 64, torch::kFloat64, 10 + M),
+               V = unit_rows(M, 64, torch::kFloat64, 20);
     auto store = make_store(StoreSpec::parse("least_squares"), 64, 64);
     store->write(K, V);
     auto err = (store->recall(K) - V).norm(2, 1);  // interference / signal, signal = |v| = 1
@@ -110,7 +114,8 @@ TEST(Stores, DeltaRuleWeightsMatchSequentialStateAndOrthonormalKeysAreExact) {
     DeltaStore store(DeltaStoreOptions(16, 8).rate(rate));
     store->write(K, V);
     // The WY form X K^T T V against the state S built one write at a time.
-    EXPECT_LT((store->recall_weights(K).mm(V) - store->recall(K)).abs().max().item<double>(), 1e-10);
+    EXPECT_LT((store->recall_weights(K).mm(V) - store->recall(K)).abs().max().item<double>(),
+              1e-10);
   }
   torch::manual_seed(4);
   auto Q = std::get<0>(torch::linalg::qr(torch::randn({16, 16}, torch::kFloat64)));
@@ -154,10 +159,13 @@ TEST(Stores, BadArgumentsNameTheArgumentAndRange) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([] { make_store(StoreSpec::parse("relu"), 0, 4); }).find("d_k = 0"), std::string::npos);
-  EXPECT_NE(message([] { make_store(StoreSpec::parse("relu"), 4, -1); }).find("d_v = -1"), std::string::npos);
+  EXPECT_NE(message([] { make_store(StoreSpec::parse("relu"), 0, 4); }).find("d_k = 0"),
+            std::string::npos);
+  EXPECT_NE(message([] { make_store(StoreSpec::parse("relu"), 4, -1); }).find("d_v = -1"),
+            std::string::npos);
   EXPECT_NE(message([] {
-              make_store(StoreSpec::parse("relu"), 4, 4)->write(torch::zeros({3, 4}), torch::zeros({2, 4}));
+              make_store(StoreSpec::parse("relu"), 4, 4)
+                  ->write(torch::zeros({3, 4}), torch::zeros({2, 4}));
             }).find("counts 3 and 2"),
             std::string::npos);
   EXPECT_NE(message([] {
@@ -170,14 +178,16 @@ TEST(Stores, BadArgumentsNameTheArgumentAndRange) {
   EXPECT_NE(message([] { StoreSpec::parse("exp0"); }).find("n = 0"), std::string::npos);
   EXPECT_NE(message([] { StoreSpec::parse("softmax", 0.0); }).find("beta = 0"), std::string::npos);
   EXPECT_NE(message([] { StoreSpec::parse("softmax", -2.0); }).find("> 0"), std::string::npos);
-  EXPECT_NE(message([] { StoreSpec::parse("hopfield"); }).find("'hopfield' is unknown"), std::string::npos);
-  EXPECT_NE(message([] { make_store(StoreSpec::parse("relu"), 4, 4)->recall(torch::zeros({2, 5})); })
-                .find("d_k = 4"),
+  EXPECT_NE(message([] { StoreSpec::parse("hopfield"); }).find("'hopfield' is unknown"),
+            std::string::npos);
+  EXPECT_NE(message([] {
+              make_store(StoreSpec::parse("relu"), 4, 4)->recall(torch::zeros({2, 5}));
+            }).find("d_k = 4"),
             std::string::npos);
 }
 
 TEST(Stores, NamesRoundTrip) {
-  for (const char* name : {"outer_product", "least_squares", "delta", "linear", "relu", "relu2", "relu3",
-                           "relu7", "swiglu", "exp2", "exp3", "exp4", "exp9", "softmax"})
+  for (const char* name : {"outer_product", "least_squares", "delta", "linear", "relu", "relu2",
+                           "relu3", "relu7", "swiglu", "exp2", "exp3", "exp4", "exp9", "softmax"})
     EXPECT_EQ(StoreSpec::parse(name).name(), name);
 }

@@ -11,7 +11,7 @@ using namespace recall;
 TEST(Theory, QuadratureMatchesClosedFormMoments) {
   for (int64_t d : {2, 3, 8, 64, 256, 1024}) {
     auto pow_m = [](int m) { return [m](double s) { return std::pow(s, m); }; };
-    EXPECT_NEAR(similarity_expectation(pow_m(2), d) * d, 1.0, 1e-6) << d;                 // 1/d
+    EXPECT_NEAR(similarity_expectation(pow_m(2), d) * d, 1.0, 1e-6) << d;  // 1/d
     EXPECT_NEAR(similarity_expectation(pow_m(4), d) / (3.0 / (d * (d + 2.0))), 1.0, 1e-6) << d;
     EXPECT_NEAR(similarity_expectation(pow_m(6), d) / sphere_moment(6, d), 1.0, 1e-6) << d;
     EXPECT_NEAR(similarity_expectation([](double) { return 1.0; }, d), 1.0, 1e-12);
