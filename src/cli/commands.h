@@ -13,5 +13,8 @@ using Action = std::function<int()>;
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);
+void add_train(CLI::App& root, Action& action);
+void add_eval(CLI::App& root, Action& action);
+void add_sample(CLI::App& root, Action& action);
 
 }  // namespace recall::cli
