@@ -1,11 +1,12 @@
-// The checkpoint container. The checksum covers the whole payload so that a flipped byte anywhere is
-// caught before any section is trusted; sizes are checked against the bytes at hand before every
+// The checkpoint container. The checksum covers the whole payload so that a flipped byte anywhere
+// is caught before any section is trusted; sizes are checked against the bytes at hand before every
 // read, so a truncated or hostile file cannot make the reader run past its end.
 #include "recall/checkpoint.h"
 
-#include <fmt/format.h>
-
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -30,7 +31,8 @@ void put(std::string& out, T v) {
 template <class T>
 T get(const char* p) {
   T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -114,7 +116,8 @@ Checkpoint decode_checkpoint(std::string_view bytes, const std::string& source) 
     auto s = section(name);
     if (s.size() % 8 != 0) throw refuse(fmt::format("section '{}' has a broken size", name));
     std::vector<int64_t> v;
-    for (size_t i = 0; i < s.size(); i += 8) v.push_back(static_cast<int64_t>(get<uint64_t>(s.data() + i)));
+    for (size_t i = 0; i < s.size(); i += 8)
+      v.push_back(static_cast<int64_t>(get<uint64_t>(s.data() + i)));
     return v;
   };
   Checkpoint c;
@@ -141,8 +144,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  const std::string file =
-      std::filesystem::is_directory(path) ? checkpoint_path(path) : path;
+  const std::string file = std::filesystem::is_directory(path) ? checkpoint_path(path) : path;
   return decode_checkpoint(read_file("--checkpoint", file), file);
 }
 
@@ -156,8 +158,10 @@ std::string module_bytes(const torch::nn::Module& module) {
 
 void load_module_bytes(torch::nn::Module& module, const std::string& bytes) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  for (const auto& p : module.named_parameters()) shapes.emplace_back(p.key(), p.value().sizes().vec());
-  for (const auto& b : module.named_buffers()) shapes.emplace_back(b.key(), b.value().sizes().vec());
+  for (const auto& p : module.named_parameters())
+    shapes.emplace_back(p.key(), p.value().sizes().vec());
+  for (const auto& b : module.named_buffers())
+    shapes.emplace_back(b.key(), b.value().sizes().vec());
   torch::serialize::InputArchive archive;
   archive.load_from(bytes.data(), bytes.size());
   module.load(archive);
@@ -165,8 +169,9 @@ void load_module_bytes(torch::nn::Module& module, const std::string& bytes) {
   size_t i = 0;
   for (const auto& p : module.named_parameters()) {
     if (p.value().sizes().vec() != shapes[i].second)
-      throw UsageError(fmt::format("checkpoint: parameter {} has shape {}, the model needs {}",
-                                   p.key(), p.value().sizes(), c10::IntArrayRef(shapes[i].second)));
+      throw UsageError(fmt::format("checkpoint: parameter {} has shape [{}], the model needs [{}]",
+                                   p.key(), fmt::join(p.value().sizes(), ", "),
+                                   fmt::join(shapes[i].second, ", ")));
     ++i;
   }
 }

@@ -1,15 +1,18 @@
-// The key table: every configuration key with its type, range and place in TrainConfig. Parsing,
-// overrides, printing and comparison all go through this one table, so a key cannot be accepted in
-// one place and unknown in another.
+// The task and trainer keys: one table with each key's type, range and place in TrainConfig, used
+// for parsing, printing and comparing. The model keys are read by the model's own reader
+// (models/model_config.h) from the same flat table, so that there is one reader per key.
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
-#include <toml++/toml.hpp>
 
+#include "../models/model_config.h"
 #include "recall/error.h"
 #include "recall/io.h"
 #include "recall/train_config.h"
@@ -19,12 +22,13 @@ namespace {
 
 struct Key {
   std::string name;
-  std::string accepted;  // what the key accepts, for messages
+  std::string accepted;                                      // what the key accepts, for messages
   std::function<void(TrainConfig&, const toml::node&)> set;  // throws with `accepted` on bad input
   std::function<std::string(const TrainConfig&)> get;        // the value as a TOML literal
 };
 
-[[noreturn]] void bad_value(const std::string& name, const toml::node& node, const std::string& ok) {
+[[noreturn]] void bad_value(const std::string& name, const toml::node& node,
+                            const std::string& ok) {
   std::ostringstream value;
   node.visit([&](auto&& v) { value << v; });
   throw std::invalid_argument(fmt::format("{} = {}: must be {}", name, value.str(), ok));
@@ -126,31 +130,13 @@ TextUnits text_units_from_string(const std::string& s) {
 constexpr int64_t kBig = int64_t{1} << 30;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Lambdas without captures convert to the accessor pointers; one line per key keeps the table whole.
-#define RECALL_REF(type, member) static_cast<Ref<type>>([](TrainConfig& c) -> type& { return member; })
+// Lambdas without captures convert to the accessor pointers; one line per key keeps the table
+// whole.
+#define RECALL_REF(type, member) \
+  static_cast<Ref<type>>([](TrainConfig& c) -> type& { return member; })
 
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
-      // model
-      int_key("vocab_size", RECALL_REF(int64_t, c.model.vocab_size), 2, 1 << 20),
-      int_key("d_model", RECALL_REF(int64_t, c.model.d_model), 1, 1 << 16),
-      int_key("n_layers", RECALL_REF(int64_t, c.model.n_layers), 1, 1024),
-      int_key("n_heads", RECALL_REF(int64_t, c.model.n_heads), 1, 1024),
-      int_key("seq_len", RECALL_REF(int64_t, c.model.seq_len), 2, 1 << 20),
-      enum_key("pos", RECALL_REF(PosKind, c.model.pos), pos_kind_from_string, "rope, learned, none"),
-      enum_key("norm", RECALL_REF(NormKind, c.model.norm), norm_kind_from_string,
-               "rmsnorm, layernorm"),
-      bool_key("tied_head", RECALL_REF(bool, c.model.tied_head)),
-      bool_key("bias", RECALL_REF(bool, c.model.bias)),
-      enum_key("attn_rule", RECALL_REF(BetaRule, c.model.attn_rule), beta_rule_from_string,
-               "none, su, qwen, yarn, ssmax"),
-      enum_key("ffn", RECALL_REF(FfnKind, c.model.ffn), ffn_kind_from_string,
-               "mlp, swiglu, learned_kv, none"),
-      enum_key("activation", RECALL_REF(Activation, c.model.activation), activation_from_string,
-               "relu, relu2, relu3, gelu"),
-      int_key("ffn_mult", RECALL_REF(int64_t, c.model.ffn_mult), 1, 64),
-      int_key("ffn_slots", RECALL_REF(int64_t, c.model.ffn_slots), 0, 1 << 20),
-      int_key("attn_mem_kv", RECALL_REF(int64_t, c.model.attn_mem_kv), 0, 1 << 20),
       // task
       enum_key("task", RECALL_REF(TaskKind, c.task.kind), task_kind_from_string,
                "mqar, facts, text"),
@@ -184,15 +170,46 @@ const std::vector<Key>& keys() {
 }
 #undef RECALL_REF
 
-const Key& find_key(const std::string& name, const std::string& where) {
-  for (const Key& k : keys())
-    if (k.name == name) return k;
-  throw UsageError(fmt::format("{}: unknown key '{}' (the keys are those of models/*.toml)", where,
-                               name));
+bool is_model_key(const std::string& name) {
+  const auto& m = model_config_keys();
+  return std::find(m.begin(), m.end(), name) != m.end();
 }
 
-// "key=value" -> (key, node). The value is a TOML literal; when it is not one (an unquoted word such
-// as task=mqar) it is taken as a string, so that the shell needs no quotes.
+// The trainer or task key `name`, or nullptr for a model key; anything else is unknown.
+const Key* find_key(const std::string& name, const std::string& where) {
+  for (const Key& k : keys())
+    if (k.name == name) return &k;
+  if (is_model_key(name)) return nullptr;
+  throw UsageError(
+      fmt::format("{}: unknown key '{}' (the keys are those of models/*.toml)", where, name));
+}
+
+// The model keys as TOML literals, in the model's key order.
+std::vector<std::pair<std::string, std::string>> model_items(const ModelConfig& m) {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  const std::map<std::string, std::string> value = {
+      {"vocab_size", std::to_string(m.vocab_size)},
+      {"d_model", std::to_string(m.d_model)},
+      {"n_layers", std::to_string(m.n_layers)},
+      {"n_heads", std::to_string(m.n_heads)},
+      {"seq_len", std::to_string(m.seq_len)},
+      {"pos", toml_string(to_string(m.pos))},
+      {"norm", toml_string(to_string(m.norm))},
+      {"tied_head", b(m.tied_head)},
+      {"bias", b(m.bias)},
+      {"attn_rule", toml_string(to_string(m.attn_rule))},
+      {"ffn", toml_string(to_string(m.ffn))},
+      {"activation", toml_string(to_string(m.activation))},
+      {"ffn_mult", std::to_string(m.ffn_mult)},
+      {"ffn_slots", std::to_string(m.ffn_slots)},
+      {"attn_mem_kv", std::to_string(m.attn_mem_kv)}};
+  std::vector<std::pair<std::string, std::string>> items;
+  for (const auto& key : model_config_keys()) items.emplace_back(key, value.at(key));
+  return items;
+}
+
+// "key=value" -> (key, node). The value is a TOML literal; when it is not one (an unquoted word
+// such as task=mqar) it is taken as a string, so that the shell needs no quotes.
 std::pair<std::string, toml::table> parse_override(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -216,17 +233,22 @@ std::pair<std::string, toml::table> parse_override(const std::string& text) {
 
 std::string to_string(TaskKind v) {
   switch (v) {
-    case TaskKind::kMqar: return "mqar";
-    case TaskKind::kFacts: return "facts";
-    case TaskKind::kText: return "text";
+    case TaskKind::kMqar:
+      return "mqar";
+    case TaskKind::kFacts:
+      return "facts";
+    case TaskKind::kText:
+      return "text";
   }
   return "mqar";
 }
 
-std::string to_string(TextUnits v) { return v == TextUnits::kByte ? "byte" : "codepoint"; }
+std::string to_string(TextUnits v) {
+  return v == TextUnits::kByte ? "byte" : "codepoint";
+}
 
 std::vector<std::pair<std::string, std::string>> config_items(const TrainConfig& config) {
-  std::vector<std::pair<std::string, std::string>> items;
+  auto items = model_items(config.model);
   for (const Key& k : keys()) items.emplace_back(k.name, k.get(config));
   return items;
 }
@@ -239,9 +261,19 @@ std::string TrainConfig::to_toml() const {
 
 void TrainConfig::validate() const {
   model.validate();
+  // the model's reader checks lower bounds; these keep a typo from asking for terabytes
+  const std::pair<const char*, std::pair<int64_t, int64_t>> sizes[] = {
+      {"vocab_size", {model.vocab_size, 1 << 20}}, {"d_model", {model.d_model, 1 << 16}},
+      {"n_layers", {model.n_layers, 1024}},        {"n_heads", {model.n_heads, 1024}},
+      {"seq_len", {model.seq_len, 1 << 20}},       {"ffn_mult", {model.ffn_mult, 64}},
+      {"ffn_slots", {model.ffn_slots, 1 << 20}},   {"attn_mem_kv", {model.attn_mem_kv, 1 << 20}}};
+  for (const auto& [key, vm] : sizes)
+    check_arg(vm.first <= vm.second,
+              fmt::format("{} = {}: must be <= {}", key, vm.first, vm.second));
   const auto& t = trainer;
-  check_arg(t.min_lr <= t.lr,
-            fmt::format("min_lr = {}: must be <= lr = {} (the cosine decays to it)", t.min_lr, t.lr));
+  check_arg(
+      t.min_lr <= t.lr,
+      fmt::format("min_lr = {}: must be <= lr = {} (the cosine decays to it)", t.min_lr, t.lr));
   check_arg(t.warmup_steps <= t.steps,
             fmt::format("warmup_steps = {}: must be <= steps = {}", t.warmup_steps, t.steps));
   switch (task.kind) {
@@ -282,28 +314,28 @@ TrainConfig train_config_from_toml(std::string_view text, const std::string& sou
     table = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
-    throw UsageError(fmt::format("{}:{}:{}: {}", source, where.line, where.column, e.description()));
+    throw UsageError(
+        fmt::format("{}:{}:{}: {}", source, where.line, where.column, e.description()));
   }
-  TrainConfig config;
-  // facts and text fix vocab_size from the task; a file may leave the key out
-  bool vocab_given = false;
-  for (const auto& [name, node] : table) {
-    const std::string key(name.str());
-    find_key(key, source).set(config, node);
-    vocab_given = vocab_given || key == "vocab_size";
-  }
+  for (const auto& [name, node] : table) find_key(std::string(name.str()), source);
+  // a relative corpus path in a file is relative to the file; one given by --set, to the shell
   namespace fs = std::filesystem;
-  if (!config.task.text_file.empty() && !base_dir.empty() &&
-      fs::path(config.task.text_file).is_relative())
-    config.task.text_file = (fs::path(base_dir) / config.task.text_file).lexically_normal().string();
+  if (auto file = table["text_file"].value<std::string>();
+      file && !file->empty() && !base_dir.empty() && fs::path(*file).is_relative())
+    table.insert_or_assign("text_file", (fs::path(base_dir) / *file).lexically_normal().string());
   for (const std::string& o : overrides) {
     auto [key, t] = parse_override(o);
-    find_key(key, "--set " + o).set(config, *t.get("v"));
-    vocab_given = vocab_given || key == "vocab_size";
+    find_key(key, "--set " + o);
+    table.insert_or_assign(key, *t.get("v"));
   }
-  if (config.task.kind == TaskKind::kFacts && !vocab_given)
-    config.model.vocab_size =
-        config.task.facts_subjects + config.task.facts_relations + config.task.facts_objects;
+  TrainConfig config;
+  for (const auto& [name, node] : table)
+    if (const Key* key = find_key(std::string(name.str()), source)) key->set(config, node);
+  // facts fixes vocab_size from the task; a file may leave the key out
+  if (config.task.kind == TaskKind::kFacts && !table.contains("vocab_size"))
+    table.insert("vocab_size", config.task.facts_subjects + config.task.facts_relations +
+                                   config.task.facts_objects);
+  config.model = model_config_from_toml(table);
   config.validate();
   return config;
 }

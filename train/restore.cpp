@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "recall/checkpoint.h"
 #include "recall/error.h"
 #include "recall/trainer.h"
@@ -12,9 +14,6 @@ Restored restore(const std::string& path) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("checkpoint {}: its config is not readable: {}", path, e.what()));
   }
-  // text fixes vocab_size from the corpus; the checkpoint's vocabulary is that corpus' table
-  if (r.config.task.kind == TaskKind::kText)
-    r.config.model.vocab_size = static_cast<int64_t>(ckpt.vocabulary.size());
   r.step = ckpt.step;
   r.vocabulary = ckpt.vocabulary;
   r.model = Transformer(r.config.model);

@@ -5,7 +5,9 @@
 namespace recall {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
-void on_stop_signal(int sig) { g_signal = sig; }
+void on_stop_signal(int sig) {
+  g_signal = sig;
+}
 }  // namespace
 
 void install_stop_signals() {
@@ -17,6 +19,8 @@ void install_stop_signals() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-int stop_signal() { return g_signal; }
+int stop_signal() {
+  return g_signal;
+}
 
 }  // namespace recall

@@ -1,10 +1,11 @@
 // What every task shares: default figures, token ids written as numbers, and the factory.
+#include "recall/task.h"
+
 #include <fmt/format.h>
 
 #include <sstream>
 
 #include "recall/error.h"
-#include "recall/task.h"
 
 namespace recall {
 
@@ -46,7 +47,8 @@ std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int
       return std::make_unique<MqarTask>(config.model.vocab_size, config.task.mqar_pairs);
     case TaskKind::kFacts:
       return std::make_unique<FactsTask>(config.task, static_cast<uint64_t>(config.trainer.seed));
-    case TaskKind::kText: return std::make_unique<TextTask>(config.task, vocabulary);
+    case TaskKind::kText:
+      return std::make_unique<TextTask>(config.task, vocabulary);
   }
   throw std::invalid_argument("task: unknown kind");
 }

@@ -13,9 +13,9 @@ namespace recall {
 
 FactsTask::FactsTask(const TaskConfig& config, uint64_t seed) : config_(config) {
   const int64_t S = config.facts_subjects, R = config.facts_relations, N = config.facts_n;
-  check_arg(N >= 1 && N <= S * R,
-            fmt::format("facts_n = {}: must be in [1, facts_subjects * facts_relations = {}]", N,
-                        S * R));
+  check_arg(
+      N >= 1 && N <= S * R,
+      fmt::format("facts_n = {}: must be in [1, facts_subjects * facts_relations = {}]", N, S * R));
   // a stream of its own, so that the fact table does not depend on how training draws batches
   Rng rng(seed ^ 0x9e3779b97f4a7c15ULL);
   std::vector<int64_t> cells(static_cast<size_t>(S * R));

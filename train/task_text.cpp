@@ -1,5 +1,5 @@
-// Character-level language modelling. The vocabulary is what the file contains, so a checkpoint must
-// carry it: ids mean nothing without the table that maps them back to bytes or codepoints.
+// Character-level language modelling. The vocabulary is what the file contains, so a checkpoint
+// must carry it: ids mean nothing without the table that maps them back to bytes or codepoints.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -84,9 +84,8 @@ TextTask::TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary)
     : unit_kind_(config.text_units), units_(std::move(vocabulary)) {
   const auto units = to_units(read_file("text_file", config.text_file), unit_kind_,
                               "text_file " + config.text_file);
-  check_arg(units.size() >= 2,
-            fmt::format("text_file {}: holds {} characters; it needs at least 2",
-                        config.text_file, units.size()));
+  check_arg(units.size() >= 2, fmt::format("text_file {}: holds {} characters; it needs at least 2",
+                                           config.text_file, units.size()));
   if (units_.empty()) {
     units_ = units;
     std::sort(units_.begin(), units_.end());
@@ -139,8 +138,8 @@ std::vector<Batch> TextTask::eval_set(int64_t batches, int64_t batch, int64_t se
   return set;
 }
 
-std::map<std::string, double> TextTask::summarise(double ce_nats, double accuracy,
-                                                  int64_t n_scored, int64_t n_params) const {
+std::map<std::string, double> TextTask::summarise(double ce_nats, double accuracy, int64_t n_scored,
+                                                  int64_t n_params) const {
   auto out = Task::summarise(ce_nats, accuracy, n_scored, n_params);
   out["bits_per_char"] = ce_nats / std::log(2.0);
   return out;

@@ -1,6 +1,7 @@
 // The training loop. Exact resume rests on three things: everything random is drawn from generators
-// whose state the checkpoint holds (the task's, torch's), the learning rate is a function of the step
-// alone, and the evaluation set comes from a generator of its own so evaluating never moves training.
+// whose state the checkpoint holds (the task's, torch's), the learning rate is a function of the
+// step alone, and the evaluation set comes from a generator of its own so evaluating never moves
+// training.
 #include "recall/trainer.h"
 
 #include <fmt/format.h>
@@ -75,10 +76,10 @@ std::map<std::string, double> evaluate(Transformer& model, const Task& task,
   for (const Batch& b : set) {
     auto logits = model->forward(b.x).index({b.mask});
     auto target = b.y.index({b.mask});
-    ce_sum += torch::nn::functional::cross_entropy(
-                  logits, target,
-                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                  .item<double>();
+    ce_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
     correct += logits.argmax(-1).eq(target).sum().item<int64_t>();
     scored += target.numel();
   }
@@ -93,15 +94,16 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
   try {
     stored = train_config_from_toml(ckpt_toml, source + " (stored config)");
   } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("checkpoint {}: its config is not readable: {}", source, e.what()));
+    throw UsageError(
+        fmt::format("checkpoint {}: its config is not readable: {}", source, e.what()));
   }
   const auto want = config_items(config), have = config_items(stored);
   for (size_t i = 0; i < want.size(); ++i)
     if (want[i].second != have[i].second)
-      throw UsageError(fmt::format("checkpoint {} was written with {} = {}, this run has {} = {}; "
-                                   "it is refused (resume with the same config)",
-                                   source, have[i].first, have[i].second, want[i].first,
-                                   want[i].second));
+      throw UsageError(
+          fmt::format("checkpoint {} was written with {} = {}, this run has {} = {}; "
+                      "it is refused (resume with the same config)",
+                      source, have[i].first, have[i].second, want[i].first, want[i].second));
 }
 
 TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
@@ -113,9 +115,10 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   if (options.resume && !have_ckpt)
     throw UsageError(fmt::format("--resume: {} has no checkpoint.bin to resume", options.out_dir));
   if (!options.resume && have_ckpt)
-    throw UsageError(fmt::format("--out {}: holds a run already; pass --resume to continue it or "
-                                 "choose another folder",
-                                 options.out_dir));
+    throw UsageError(
+        fmt::format("--out {}: holds a run already; pass --resume to continue it or "
+                    "choose another folder",
+                    options.out_dir));
   Checkpoint ckpt;
   if (options.resume) ckpt = load_checkpoint(ckpt_file);
   auto task = resolve_task(config, ckpt.vocabulary);
@@ -142,7 +145,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     step = ckpt.step;
   }
   Rng eval_rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);
-  const auto eval_set = task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
+  const auto eval_set =
+      task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
 
   fs::create_directories(options.out_dir);
   write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
@@ -156,8 +160,13 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   std::fflush(stdout);
 
   auto save = [&] {
-    Checkpoint c{config.to_toml(), step, "", torch_rng_state(), task->vocabulary(),
-                 module_bytes(*model), optimizer_bytes(optimizer)};
+    Checkpoint c{config.to_toml(),
+                 step,
+                 "",
+                 torch_rng_state(),
+                 task->vocabulary(),
+                 module_bytes(*model),
+                 optimizer_bytes(optimizer)};
     std::ostringstream r;
     r << rng;
     c.task_rng = r.str();
@@ -172,9 +181,11 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     return m;
   };
 
-  const int64_t tokens_per_step = tc.batch_size * (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
-  const double flops_per_token = 6.0 * static_cast<double>(model->num_parameters()) +
-                                 12.0 * config.model.n_layers * config.model.d_model * config.model.seq_len;
+  const int64_t tokens_per_step =
+      tc.batch_size * (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
+  const double flops_per_token =
+      6.0 * static_cast<double>(model->num_parameters()) +
+      12.0 * config.model.n_layers * config.model.d_model * config.model.seq_len;
   TrainResult result;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = step;
@@ -186,10 +197,10 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                                                      b.y.index({b.mask}));
     const double loss_v = loss.item<double>();
     const std::string keep = options.resume || step > first ? "the last checkpoint is kept"
-                                                             : "no checkpoint was written";
+                                                            : "no checkpoint was written";
     if (!std::isfinite(loss_v))
-      throw NonFiniteError(fmt::format("step {}: the loss is {}; training stopped ({})", step + 1,
-                                       loss_v, keep));
+      throw NonFiniteError(
+          fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, loss_v, keep));
     optimizer.zero_grad();
     loss.backward();
     const double max_norm = tc.grad_clip > 0 ? tc.grad_clip : std::numeric_limits<double>::max();
@@ -202,17 +213,20 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     result.losses.push_back(loss_v);
 
     if (step % tc.log_every == 0 || step == tc.steps) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double tok_s = static_cast<double>((step - first) * tokens_per_step) / std::max(secs, 1e-9);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double tok_s =
+          static_cast<double>((step - first) * tokens_per_step) / std::max(secs, 1e-9);
       const double mfu = flops_per_token * tok_s / tc.peak_flops;
-      metrics << nlohmann::json{{"step", step}, {"loss", loss_v},     {"lr", lr},
+      metrics << nlohmann::json{{"step", step},       {"loss", loss_v},        {"lr", lr},
                                 {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"mfu", mfu}}
                      .dump()
               << "\n"
               << std::flush;
       if (options.progress)
-        fmt::print(stderr, "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n",
-                   step, tc.steps, loss_v, lr, tok_s, 100 * mfu,
+        fmt::print(stderr,
+                   "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n", step,
+                   tc.steps, loss_v, lr, tok_s, 100 * mfu,
                    format_duration(secs / (step - first) * (tc.steps - step)));
     }
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();

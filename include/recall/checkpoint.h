@@ -1,8 +1,8 @@
 // Checkpoints: everything needed to continue a run exactly, in one file that is written atomically
 // and verified when read.
 //
-// File layout (little-endian): "RECALLCK", u32 format version, u64 payload size, u64 FNV-1a 64 of the
-// payload, payload. The payload is a sequence of named sections (u32 name size, name, u64 size,
+// File layout (little-endian): "RECALLCK", u32 format version, u64 payload size, u64 FNV-1a 64 of
+// the payload, payload. The payload is a sequence of named sections (u32 name size, name, u64 size,
 // bytes). A truncated file, a flipped byte, an unknown version or a missing section is refused with
 // UsageError naming the file and what is wrong.
 #pragma once
@@ -18,13 +18,13 @@ namespace recall {
 constexpr uint32_t kCheckpointVersion = 1;
 
 struct Checkpoint {
-  std::string config_toml;        // the resolved TrainConfig
-  int64_t step = 0;               // optimizer steps taken
-  std::string task_rng;           // the task generator's state as text
-  std::string torch_rng;          // torch's default CPU generator state (bytes)
+  std::string config_toml;          // the resolved TrainConfig
+  int64_t step = 0;                 // optimizer steps taken
+  std::string task_rng;             // the task generator's state as text
+  std::string torch_rng;            // torch's default CPU generator state (bytes)
   std::vector<int64_t> vocabulary;  // text: id -> byte or codepoint
-  std::string model;              // torch archive of the module's parameters and buffers
-  std::string optimizer;          // torch archive of the optimizer state
+  std::string model;                // torch archive of the module's parameters and buffers
+  std::string optimizer;            // torch archive of the optimizer state
 };
 
 uint64_t fnv1a64(std::string_view bytes);

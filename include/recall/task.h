@@ -34,8 +34,8 @@ class Task {
                                       Rng& rng) const = 0;
   // Task-specific figures from the evaluation totals: ce_nats is the mean cross-entropy per scored
   // position, accuracy the fraction of scored positions whose argmax is right.
-  virtual std::map<std::string, double> summarise(double ce_nats, double accuracy,
-                                                  int64_t n_scored, int64_t n_params) const;
+  virtual std::map<std::string, double> summarise(double ce_nats, double accuracy, int64_t n_scored,
+                                                  int64_t n_params) const;
   // Token ids <-> text for `recall sample`; token ids written as numbers for the synthetic tasks.
   virtual std::vector<int64_t> encode(const std::string& text) const;
   virtual std::string decode(const std::vector<int64_t>& ids) const;
@@ -61,9 +61,9 @@ class MqarTask : public Task {
   int64_t vocab_, pairs_;
 };
 
-// N random facts (subject, relation) -> object over distinct (subject, relation) pairs; sequences are
-// [subject, relation] and the object is scored at the relation's position. Tokens: subjects
-// [0, S), relations [S, S + R), objects [S + R, S + R + O). The fact table is fixed by the seed.
+// N random facts (subject, relation) -> object over distinct (subject, relation) pairs; sequences
+// are [subject, relation] and the object is scored at the relation's position. Tokens: subjects [0,
+// S), relations [S, S + R), objects [S + R, S + R + O). The fact table is fixed by the seed.
 class FactsTask : public Task {
  public:
   FactsTask(const TaskConfig& config, uint64_t seed);
@@ -111,8 +111,8 @@ class TextTask : public Task {
 std::unique_ptr<Task> make_task(const TrainConfig& config,
                                 const std::vector<int64_t>& vocabulary = {});
 
-// Decodes UTF-8 into codepoints; throws std::invalid_argument naming `source` and the byte offset of
-// the first invalid sequence.
+// Decodes UTF-8 into codepoints; throws std::invalid_argument naming `source` and the byte offset
+// of the first invalid sequence.
 std::vector<int64_t> utf8_decode(const std::string& bytes, const std::string& source);
 std::string utf8_encode(const std::vector<int64_t>& codepoints);
 

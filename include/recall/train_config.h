@@ -1,7 +1,7 @@
 // One flat, typed TOML file configures a training run: the model keys of ModelConfig, the task keys
-// and the trainer keys side by side. Every key has a type and a range; an unknown key, a value of the
-// wrong type or out of range is refused with std::invalid_argument naming the key, the value and
-// what is accepted. `--set key=value` overrides go through the same checks.
+// and the trainer keys side by side. Every key has a type and a range; an unknown key, a value of
+// the wrong type or out of range is refused with std::invalid_argument naming the key, the value
+// and what is accepted. `--set key=value` overrides go through the same checks.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -63,9 +63,9 @@ std::string to_string(TextUnits v);
 // differs between two configurations.
 std::vector<std::pair<std::string, std::string>> config_items(const TrainConfig& config);
 
-// Parses TOML text (`source` names it in messages), then applies `overrides` ("key=value"; the value
-// is a TOML literal, or a bare string). `base_dir` resolves a relative text_file of the TOML text.
-// Validates the result. Throws std::invalid_argument on any bad key or value.
+// Parses TOML text (`source` names it in messages), then applies `overrides` ("key=value"; the
+// value is a TOML literal, or a bare string). `base_dir` resolves a relative text_file of the TOML
+// text. Validates the result. Throws std::invalid_argument on any bad key or value.
 TrainConfig train_config_from_toml(std::string_view text, const std::string& source,
                                    const std::vector<std::string>& overrides = {},
                                    const std::string& base_dir = "");

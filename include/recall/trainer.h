@@ -36,10 +36,10 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int64_t step = 0;                      // steps taken in total
-  std::vector<double> losses;            // training loss of each step taken in this call
-  std::map<std::string, double> eval;    // last evaluation (only when the run finished)
-  int stopped_by = 0;                    // the non-zero value of options.stop, or 0
+  int64_t step = 0;                    // steps taken in total
+  std::vector<double> losses;          // training loss of each step taken in this call
+  std::map<std::string, double> eval;  // last evaluation (only when the run finished)
+  int stopped_by = 0;                  // the non-zero value of options.stop, or 0
 };
 
 // Trains `config` (validated) into options.out_dir. Throws UsageError for bad input found before
@@ -48,7 +48,8 @@ struct TrainResult {
 TrainResult train(const TrainConfig& config, const TrainOptions& options);
 
 // Sets up the task for `config`, fixing vocab_size where the task decides it (text).
-std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary = {});
+std::unique_ptr<Task> resolve_task(TrainConfig& config,
+                                   const std::vector<int64_t>& vocabulary = {});
 
 // Mean cross-entropy and accuracy over the scored positions of `set`, summarised by the task.
 std::map<std::string, double> evaluate(Transformer& model, const Task& task,

@@ -36,8 +36,8 @@ void add_eval(CLI::App& root, Action& action) {
       auto task = make_task(r.config, r.vocabulary);
       const auto& tc = r.config.trainer;
       Rng rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);  // the training eval set
-      const auto set =
-          task->eval_set(args->batches > 0 ? args->batches : tc.eval_batches, tc.batch_size, T, rng);
+      const auto set = task->eval_set(args->batches > 0 ? args->batches : tc.eval_batches,
+                                      tc.batch_size, T, rng);
       nlohmann::json out{{"checkpoint", args->checkpoint},
                          {"step", r.step},
                          {"task", to_string(r.config.task.kind)},

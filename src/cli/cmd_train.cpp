@@ -1,4 +1,5 @@
-// recall train: a run from a TOML config into a folder; stopped by SIGINT/SIGTERM after a checkpoint.
+// recall train: a run from a TOML config into a folder; stopped by SIGINT/SIGTERM after a
+// checkpoint.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -31,8 +32,8 @@ void add_train(CLI::App& root, Action& action) {
       options.resume = args->resume;
       options.stop = [](int64_t) { return stop_signal(); };
       const TrainResult r = train(config, options);
-      nlohmann::json summary{{"step", r.step},
-                             {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
+      nlohmann::json summary{
+          {"step", r.step}, {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
       if (r.stopped_by) {
         summary["stopped_by_signal"] = r.stopped_by;
         fmt::print(stderr, "stopped by signal {} after step {}; checkpoint written to {}\n",
