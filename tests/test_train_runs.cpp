@@ -49,7 +49,7 @@ TEST(TrainRuns, EvalAndSampleFromTheCli) {
   const auto trained =
       test::run_cli({"train", "--config", dir / "t.toml", "--out", dir / "run"}, dir);
   ASSERT_EQ(trained.code, 0) << trained.err;
-  EXPECT_NE(trained.out.find("text_file = \"" + (dir / "corpus.txt") + "\""), std::string::npos)
+  EXPECT_NE(trained.out.find("text_file = '" + (dir / "corpus.txt") + "'"), std::string::npos)
       << "the resolved config is printed, with the file relative to the config";
   EXPECT_NE(trained.err.find("tok/s"), std::string::npos);
 

@@ -33,7 +33,9 @@ TEST(MqarTask, KeysDistinctValuesDisjointAndOnlyQueriesScored) {
     std::set<int64_t> queried;
     for (int64_t t = 0; t < T; ++t) {
       if (!m[r][t]) {
-        if (t >= 2 * pairs) EXPECT_EQ(x[r][t], 0) << "filler expected at " << t;
+        if (t >= 2 * pairs) {
+          EXPECT_EQ(x[r][t], 0) << "filler expected at " << t;
+        }
         continue;
       }
       ++scored;

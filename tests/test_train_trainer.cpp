@@ -76,10 +76,10 @@ TEST(Trainer, ResumeContinuesExactly) {
 
 TEST(Trainer, RefusesExistingRunAndMismatchedResume) {
   TempDir dir;
-  run(test::tiny_mqar({"steps=2"}), dir / "r");
-  EXPECT_THROW(run(test::tiny_mqar({"steps=2"}), dir / "r"), UsageError);
+  run(test::tiny_mqar({"steps=4"}), dir / "r");
+  EXPECT_THROW(run(test::tiny_mqar({"steps=4"}), dir / "r"), UsageError);
   try {
-    run(test::tiny_mqar({"steps=2", "d_model=64"}), dir / "r", true);
+    run(test::tiny_mqar({"steps=4", "d_model=64"}), dir / "r", true);
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("d_model = 32, this run has d_model = 64"),
@@ -91,12 +91,12 @@ TEST(Trainer, RefusesExistingRunAndMismatchedResume) {
 
 TEST(Trainer, CorruptCheckpointIsRefusedOnResume) {
   TempDir dir;
-  run(test::tiny_mqar({"steps=2"}), dir / "r");
+  run(test::tiny_mqar({"steps=4"}), dir / "r");
   std::string bytes = test::read_text(dir / "r/checkpoint.bin");
   bytes[bytes.size() / 2] ^= 0x01;
   test::write_text(dir / "r/checkpoint.bin", bytes);
   try {
-    run(test::tiny_mqar({"steps=2"}), dir / "r", true);
+    run(test::tiny_mqar({"steps=4"}), dir / "r", true);
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
@@ -106,8 +106,9 @@ TEST(Trainer, CorruptCheckpointIsRefusedOnResume) {
 TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   TempDir dir;
   // an absurd learning rate drives the weights to overflow within a few steps
-  const TrainConfig cfg = test::tiny_mqar({"lr=1e30", "min_lr=1e30", "warmup_steps=0",
-                                           "grad_clip=0", "checkpoint_every=1", "steps=50"});
+  const TrainConfig cfg =
+      test::tiny_mqar({"lr=1e20", "min_lr=1e20", "warmup_steps=0", "weight_decay=0", "grad_clip=0",
+                       "checkpoint_every=1", "steps=50"});
   try {
     run(cfg, dir / "r");
     FAIL() << "expected a non-finite stop";
@@ -127,7 +128,7 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
 TEST(TrainerCli, SigtermCheckpointsAndResumeMatches) {
   TempDir dir;
   const std::string cfg = dir / "c.toml";
-  test::write_text(cfg, test::tiny_mqar_toml() + "steps = 400\n");
+  test::write_text(cfg, test::tiny_mqar_toml());
   auto args = [&](const std::string& out) {
     return std::vector<std::string>{"train", "--config", cfg,         "--set", "steps=400",
                                     "--out", out,        "--threads", "1"};

@@ -78,16 +78,6 @@ std::string toml_string(const std::string& s) {
   return os.str();
 }
 
-Key bool_key(std::string name, Ref<bool> ref) {
-  return {name, "true or false",
-          [=](TrainConfig& c, const toml::node& n) {
-            auto v = n.value_exact<bool>();
-            if (!v) bad_value(name, n, "true or false");
-            ref(c) = *v;
-          },
-          [=](const TrainConfig& c) { return std::string(at(ref, c) ? "true" : "false"); }};
-}
-
 Key string_key(std::string name, Ref<std::string> ref) {
   return {name, "a string",
           [=](TrainConfig& c, const toml::node& n) {

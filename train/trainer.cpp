@@ -47,6 +47,16 @@ void trim_metrics(const std::string& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
+// The global gradient norm, clipped to max_norm when that is > 0. torch's clip turns max_norm into a
+// float tensor, so "no clip" cannot be passed to it as a huge max_norm.
+double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  if (max_norm > 0) return torch::nn::utils::clip_grad_norm_(params, max_norm);
+  double sq = 0;
+  for (const auto& p : params)
+    if (p.grad().defined()) sq += p.grad().to(torch::kDouble).square().sum().item<double>();
+  return std::sqrt(sq);
+}
+
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds));
   return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
@@ -160,6 +170,12 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   std::fflush(stdout);
 
   auto save = [&] {
+    for (const auto& p : model->parameters())
+      if (!torch::isfinite(p).all().item<bool>())
+        throw NonFiniteError(
+            fmt::format("step {}: the parameters are not finite; training stopped "
+                        "(the last checkpoint is kept)",
+                        step));
     Checkpoint c{config.to_toml(),
                  step,
                  "",
@@ -203,8 +219,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
           fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, loss_v, keep));
     optimizer.zero_grad();
     loss.backward();
-    const double max_norm = tc.grad_clip > 0 ? tc.grad_clip : std::numeric_limits<double>::max();
-    const double gnorm = torch::nn::utils::clip_grad_norm_(model->parameters(), max_norm);
+    const double gnorm = grad_norm(model->parameters(), tc.grad_clip);
     if (!std::isfinite(gnorm))
       throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
                                        step + 1, gnorm, keep));
