@@ -4,8 +4,8 @@
 
 #include "recall/beta_rule.h"
 
-using recall::BetaRule;
 using recall::beta_for;
+using recall::BetaRule;
 
 TEST(BetaRule, ValuesAtSeveralPoints) {
   const double L = 1024, b0 = 8;
@@ -16,8 +16,8 @@ TEST(BetaRule, ValuesAtSeveralPoints) {
   EXPECT_DOUBLE_EQ(beta_for(BetaRule::kQwen, 1 << 20, L, b0), 16.0);
   const double t = 0.1 * std::log(1024.0) + 1.0;  // M = 2^20 = 1024 L
   EXPECT_NEAR(beta_for(BetaRule::kYarn, 1 << 20, L, b0), 8.0 * t * t, 1e-12);
-  EXPECT_NEAR(beta_for(BetaRule::kYarn, 1 << 20, L, b0), 8.0 * 1.6931471805599454 * 1.6931471805599454,
-              1e-12);
+  EXPECT_NEAR(beta_for(BetaRule::kYarn, 1 << 20, L, b0),
+              8.0 * 1.6931471805599454 * 1.6931471805599454, 1e-12);
 }
 
 TEST(BetaRule, SuEqualsQwenPastLAndYarnEqualsNoneBelowL) {
