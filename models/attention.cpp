@@ -1,8 +1,8 @@
 #include "attention.h"
 
 #include <cmath>
-#include <limits>
 
+#include "causal_attention.h"
 #include "gemm.h"
 #include "init.h"
 #include "recall/error.h"
@@ -54,16 +54,14 @@ torch::Tensor AttentionImpl::logit_scale(int64_t T, torch::ScalarType dtype) {
 
 std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = options.n_heads();
-  auto qkv_heads = fast_linear(x, qkv->weight, qkv->bias)
-                       .view({B, T, 3, H, d_head()})
-                       .permute({2, 0, 3, 1, 4});  // (3, B, H, T, dh)
-  auto q = qkv_heads[0], k = qkv_heads[1], v = qkv_heads[2];
+  auto qkv_heads =
+      fast_linear(x, qkv->weight, qkv->bias).view({B, T, 3, H, d_head()});  // (B, T, 3, H, dh)
+  auto parts = qkv_heads.unbind(2);  // views (B, T, H, dh), rows 3 D apart
   if (options.rope()) {
     auto tables = rope_tables(T, d_head(), x.scalar_type());
-    q = apply_rope(q, tables);
-    k = apply_rope(k, tables);
+    return {apply_rope(parts[0], tables), apply_rope(parts[1], tables), parts[2]};
   }
-  return {q, k, v};
+  return {parts[0], parts[1], parts[2]};
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
@@ -71,27 +69,23 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
   const int64_t B = x.size(0), T = x.size(1), H = options.n_heads(), dh = d_head();
-  const int64_t N = options.mem_kv(), S = N + T;  // keys: N memories, then the context
+  const int64_t N = options.mem_kv();  // keys: N memories, then the T context keys
   auto [q, k, v] = project(x);
   if (N > 0) {
-    k = torch::cat({mem_k.unsqueeze(0).expand({B, H, N, dh}), k}, 2);  // (B, H, S, dh)
-    v = torch::cat({mem_v.unsqueeze(0).expand({B, H, N, dh}), v}, 2);  // (B, H, S, dh)
+    auto expand = [&](const torch::Tensor& m) {  // (H, N, dh) -> (B, N, H, dh)
+      return m.transpose(0, 1).unsqueeze(0).expand({B, N, H, dh});
+    };
+    k = torch::cat({expand(mem_k), k}, 1);  // (B, N + T, H, dh)
+    v = torch::cat({expand(mem_v), v}, 1);  // (B, N + T, H, dh)
   }
-  // Additive mask (T, S): context key s is hidden from query t when s > t; memories never are.
-  auto mask =
-      torch::full({T, S}, -std::numeric_limits<double>::infinity(), x.options()).triu_(N + 1);
   double alpha = 1.0;
   if (options.rule() == BetaRule::kNone) {
     alpha = 1.0 / std::sqrt(static_cast<double>(dh));  // constant scale: fused into the GEMM
   } else {
-    q = q * logit_scale(T, x.scalar_type()).unsqueeze(-1);  // (B, H, T, dh) * (H|1, T, 1)
+    q = q * logit_scale(T, x.scalar_type()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
   }
-  auto logits = fast_matmul(q.reshape({B * H, T, dh}), k.reshape({B * H, S, dh}).transpose(1, 2),
-                            alpha);                                   // (BH, T, S)
-  auto weights = torch::softmax(logits.add_(mask), -1);               // (BH, T, S)
-  auto y = fast_matmul(weights, v.reshape({B * H, S, dh}));           // (BH, T, dh)
-  y = y.view({B, H, T, dh}).transpose(1, 2).reshape({B, T, H * dh});  // (B, T, D)
-  return fast_linear(y, out->weight, out->bias);
+  auto y = causal_attention(q, k, v, N, alpha);                        // (B, T, H, dh)
+  return fast_linear(y.view({B, T, H * dh}), out->weight, out->bias);  // (B, T, D)
 }
 
 }  // namespace recall

@@ -98,6 +98,12 @@ bool fast_gemm_available() {
   return sgemm_fn() != nullptr;
 }
 
+int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  return sgemm_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 torch::Tensor fast_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha) {
   if (!use_fast(a, b)) {
     auto c = torch::matmul(a, b);

@@ -11,6 +11,12 @@ namespace recall {
 // Whether dnnl_sgemm was found in the process.
 bool fast_gemm_available();
 
+// dnnl_sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status, 0 on
+// success. Requires fast_gemm_available(). Inside a torch parallel region it runs on one thread.
+int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc);
+
 // a (M, K) @ b (K, N) -> (M, N), or batched a (n, M, K) @ b (n, K, N) -> (n, M, N); times alpha.
 // Differentiable in a and b (first order).
 torch::Tensor fast_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha = 1.0);

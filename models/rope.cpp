@@ -16,7 +16,7 @@ RopeTables rope_tables(int64_t T, int64_t d, torch::ScalarType dtype, double bas
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables) {
   const int64_t half = x.size(-1) / 2;
   auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);  // (-x2, x1)
-  return x * tables.cos + rotated * tables.sin;
+  return x * tables.cos.unsqueeze(1) + rotated * tables.sin.unsqueeze(1);  // tables (T, 1, d)
 }
 
 }  // namespace recall

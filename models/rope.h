@@ -13,7 +13,7 @@ struct RopeTables {
 // Tables for positions 0..T-1 and an even head dimension d.
 RopeTables rope_tables(int64_t T, int64_t d, torch::ScalarType dtype, double base = 10000.0);
 
-// x: (..., T, d) -> rotated x, same shape.
+// x: (B, T, H, d) -> rotated x, same shape.
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables);
 
 }  // namespace recall
