@@ -39,17 +39,24 @@ bool use_fast(const torch::Tensor& a, const torch::Tensor& b) {
          (a.dim() == 2 || (a.dim() == 3 && a.size(0) == b.size(0))) && a.size(-1) == b.size(-2);
 }
 
-// The product without autograd.
-torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha) {
+// The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only).
+torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha,
+                         const torch::Tensor& bias = {}) {
   if (!use_fast(a, b)) {
     auto c = torch::matmul(a, b);
-    return alpha == 1.0 ? c : c.mul_(alpha);
+    if (alpha != 1.0) c.mul_(alpha);
+    return bias.defined() ? c.add_(bias) : c;
   }
   const bool batched = a.dim() == 3;
   const int64_t n = batched ? a.size(0) : 1, M = a.size(-2), K = a.size(-1), N = b.size(-1);
   auto c = batched ? torch::empty({n, M, N}, a.options()) : torch::empty({M, N}, a.options());
+  float beta = 0.0f;
+  if (bias.defined()) {
+    c.copy_(bias.expand({M, N}));  // the product adds onto the bias rows
+    beta = 1.0f;
+  }
   if (c.numel() == 0) return c;
-  if (K == 0) return c.zero_();
+  if (K == 0) return bias.defined() ? c : c.zero_();
   const Operand A = operand(a), B = operand(b);
   const int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0;
   const float* pa = A.t.data_ptr<float>();
@@ -57,7 +64,7 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   float* pc = c.data_ptr<float>();
   auto gemm = [&](int64_t i) {
     const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
-                                  A.ld, pb + i * sb, B.ld, 0.0f, pc + i * M * N, N);
+                                  A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
     TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status);
   };
   if (n == 1) {
@@ -92,6 +99,31 @@ struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
   }
 };
 
+// y = x W^T + b for 2-D x (n, in), W (out, in), b (out,) or empty (0,) for none (autograd functions
+// take no undefined inputs). The weight gradient comes
+// out as (out, in) directly, not as the transpose of a (in, out) product.
+struct LinearFunction : public torch::autograd::Function<LinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    return raw_matmul(x, weight.t(), 1.0, bias.numel() > 0 ? bias : torch::Tensor());
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    const auto& g = grads[0];  // (n, out)
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) gx = raw_matmul(g, weight, 1.0);  // (n, out) @ (out, in)
+    if (ctx->needs_input_grad(1)) gw = raw_matmul(g.t(), x, 1.0);   // (out, n) @ (n, in)
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g.sum(0);  // (out,)
+    return {gx, gw, gb};
+  }
+};
+
 }  // namespace
 
 bool fast_gemm_available() {
@@ -116,9 +148,13 @@ torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) {
   auto out_sizes = x.sizes().vec();
   out_sizes.back() = weight.size(0);
-  auto y = fast_matmul(x.reshape({-1, x.size(-1)}), weight.t());  // (n, in) @ (in, out)
-  if (bias.defined()) y = y + bias;
-  return y.view(out_sizes);  // (..., out)
+  auto x2 = x.reshape({-1, x.size(-1)});  // (n, in)
+  if (!use_fast(x2, weight.t()) || (bias.defined() && bias.scalar_type() != torch::kFloat32)) {
+    auto y = torch::matmul(x2, weight.t());
+    return (bias.defined() ? y + bias : y).view(out_sizes);
+  }
+  auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return LinearFunction::apply(x2, weight, b).view(out_sizes);  // (..., out)
 }
 
 }  // namespace recall

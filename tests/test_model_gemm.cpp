@@ -45,11 +45,25 @@ TEST(ModelGemm, EmptyAndDoubleOperands) {
   expect_close(fast_matmul(a, b, 3.0), torch::matmul(a, b) * 3.0, 1e-12);
 }
 
-TEST(ModelGemm, LinearMatchesTorch) {
+TEST(ModelGemm, LinearMatchesTorchValuesAndGradients) {
   torch::manual_seed(6);
-  auto x = torch::randn({2, 5, 7}), w = torch::randn({3, 7}), b = torch::randn({3});
-  expect_close(fast_linear(x, w, b), torch::nn::functional::linear(x, w, b), 1e-5);
-  expect_close(fast_linear(x, w), torch::nn::functional::linear(x, w), 1e-5);
+  for (bool with_bias : {true, false}) {
+    std::array<std::vector<torch::Tensor>, 2> grads;
+    std::array<torch::Tensor, 2> y;
+    auto g = torch::randn({2, 5, 3});
+    for (int fast = 0; fast < 2; ++fast) {
+      torch::manual_seed(8);
+      auto x = torch::randn({2, 5, 7}).requires_grad_(true);
+      auto w = torch::randn({3, 7}).requires_grad_(true);
+      auto b = with_bias ? torch::randn({3}).requires_grad_(true) : torch::Tensor();
+      y[fast] = fast ? fast_linear(x, w, b) : torch::nn::functional::linear(x, w, b);
+      (y[fast] * g).sum().backward();
+      grads[fast] = {x.grad(), w.grad()};
+      if (with_bias) grads[fast].push_back(b.grad());
+    }
+    expect_close(y[0], y[1], 1e-5);
+    for (size_t i = 0; i < grads[0].size(); ++i) expect_close(grads[0][i], grads[1][i], 1e-4);
+  }
 }
 
 }  // namespace
