@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "adamw.h"
 #include "model_config.h"
 #include "recall/error.h"
 
@@ -69,14 +70,13 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
   torch::manual_seed(0);
   const ModelConfig& c = o.model;
   Transformer model(c);
-  auto params = model->parameters();
-  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(o.lr));
+  FusedAdamW optimizer(model->parameters(), FusedAdamWOptions(o.lr));
   auto data = torch::randint(0, c.vocab_size, {o.batch_size, c.seq_len + 1});
   auto inputs = data.narrow(1, 0, c.seq_len), targets = data.narrow(1, 1, c.seq_len).reshape(-1);
   auto step = [&] {
     auto logits = model(inputs);
     auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, c.vocab_size}), targets);
-    for (auto& p : params) p.mutable_grad().reset();  // set to none: backward then writes, not adds
+    optimizer.zero_grad();
     loss.backward();
     optimizer.step();
   };
