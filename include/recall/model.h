@@ -3,8 +3,9 @@
 //   for each block: x = x + attn(norm1(x)); x = x + ffn(norm2(x))
 //   logits = head(norm_f(x))
 // Attention is a causal softmax store whose logit scale follows a beta rule per query position
-// (M = t + 1 keys seen, L = seq_len). The feed-forward sublayer is a parametric store: an MLP with a
-// weight function, a gated SwiGLU, learned-KV attention over N persistent key/value slots, or none.
+// (M = t + 1 keys seen, L = seq_len). The feed-forward sublayer is a parametric store: an MLP with
+// a weight function, a gated SwiGLU, learned-KV attention over N persistent key/value slots, or
+// none.
 #pragma once
 #include <torch/torch.h>
 
@@ -30,8 +31,8 @@ NormKind norm_kind_from_string(const std::string& s);
 FfnKind ffn_kind_from_string(const std::string& s);
 Activation activation_from_string(const std::string& s);
 
-// Flat, typed model configuration. validate() throws std::invalid_argument naming the key, value and
-// accepted range (e.g. "d_model = 130 is not divisible by n_heads = 4").
+// Flat, typed model configuration. validate() throws std::invalid_argument naming the key, value
+// and accepted range (e.g. "d_model = 130 is not divisible by n_heads = 4").
 struct ModelConfig {
   int64_t vocab_size = 96;
   int64_t d_model = 128;
@@ -41,15 +42,22 @@ struct ModelConfig {
   PosKind pos = PosKind::kRope;
   NormKind norm = NormKind::kRmsNorm;
   bool tied_head = false;
-  bool bias = false;              // biases in linear layers (the nanoGPT-style peer uses them)
+  bool bias = false;  // biases in linear layers (the nanoGPT-style peer uses them)
   BetaRule attn_rule = BetaRule::kNone;
   FfnKind ffn = FfnKind::kMlp;
   Activation activation = Activation::kGelu;
-  int64_t ffn_mult = 4;           // hidden width = ffn_mult * d_model (mlp, swiglu)
-  int64_t ffn_slots = 0;          // learned_kv: number of learned key/value slots per head
-  int64_t attn_mem_kv = 0;        // learned key/values concatenated to the context keys
+  int64_t ffn_mult = 4;     // hidden width = ffn_mult * d_model (mlp, swiglu)
+  int64_t ffn_slots = 0;    // learned_kv: number of learned key/value slots per head
+  int64_t attn_mem_kv = 0;  // learned key/values concatenated to the context keys
   void validate() const;
+  int64_t head_dim() const { return d_model / n_heads; }
 };
+
+// The TOML keys of ModelConfig, equal to its field names.
+const std::vector<std::string>& model_config_keys();
+
+class BlockImpl;
+class NormImpl;
 
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
@@ -61,6 +69,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   void set_attn_rule(BetaRule rule);
   int64_t num_parameters() const;
   ModelConfig config;
+  torch::nn::Embedding tok_emb{nullptr};
+  torch::nn::Embedding pos_emb{nullptr};  // pos = learned only
+  std::vector<std::shared_ptr<BlockImpl>> blocks;
+  std::shared_ptr<NormImpl> norm_f;
+  torch::nn::Linear head{nullptr};  // untied head only
 };
 TORCH_MODULE(Transformer);
 
