@@ -50,7 +50,14 @@ struct ModelConfig {
   int64_t ffn_slots = 0;    // learned_kv: number of learned key/value slots per head
   int64_t attn_mem_kv = 0;  // learned key/values concatenated to the context keys
   void validate() const;
+  int64_t head_dim() const { return d_model / n_heads; }
 };
+
+// The TOML keys of ModelConfig, equal to its field names.
+const std::vector<std::string>& model_config_keys();
+
+class BlockImpl;
+class NormImpl;
 
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
@@ -62,6 +69,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   void set_attn_rule(BetaRule rule);
   int64_t num_parameters() const;
   ModelConfig config;
+  torch::nn::Embedding tok_emb{nullptr};
+  torch::nn::Embedding pos_emb{nullptr};  // pos = learned only
+  std::vector<std::shared_ptr<BlockImpl>> blocks;
+  std::shared_ptr<NormImpl> norm_f;
+  torch::nn::Linear head{nullptr};  // untied head only
 };
 TORCH_MODULE(Transformer);
 

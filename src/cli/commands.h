@@ -3,7 +3,6 @@
 // --threads is applied first). The action returns the process exit code.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 namespace recall::cli {
@@ -13,7 +12,10 @@ using Action = std::function<int()>;
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);
-// `recall bench train`, under the bench subcommand.
+// Adds `train` under the `bench` subcommand (recall/bench_train.h).
 void add_bench_train(CLI::App& bench, Action& action);
+void add_train(CLI::App& root, Action& action);
+void add_eval(CLI::App& root, Action& action);
+void add_sample(CLI::App& root, Action& action);
 
 }  // namespace recall::cli

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   recall::cli::add_theory(app, action);
   recall::cli::add_probe(app, action);
   recall::cli::add_bench(app, action);
+  recall::cli::add_train(app, action);
+  recall::cli::add_eval(app, action);
+  recall::cli::add_sample(app, action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,28 @@
+// Matrix products for the model. On this project's CPUs the BLAS behind LibTorch's mm/bmm (OpenBLAS
+// 0.3.21, which does not know recent Xeons and falls back to an AVX2 kernel) is several times
+// slower than oneDNN's sgemm, which LibTorch already loads (libdnnl). For float32 CPU tensors these
+// functions call dnnl_sgemm (looked up at run time; strided views are passed as transposes, not
+// copied) and parallelise batches over torch's threads; anything else falls back to torch::matmul.
+#pragma once
+#include <torch/torch.h>
+
+namespace recall {
+
+// Whether dnnl_sgemm was found in the process.
+bool fast_gemm_available();
+
+// dnnl_sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status, 0 on
+// success. Requires fast_gemm_available(). Inside a torch parallel region it runs on one thread.
+int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc);
+
+// a (M, K) @ b (K, N) -> (M, N), or batched a (n, M, K) @ b (n, K, N) -> (n, M, N); times alpha.
+// Differentiable in a and b (first order).
+torch::Tensor fast_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha = 1.0);
+
+// x (..., in) @ weight (out, in)^T + bias (out) -> (..., out); bias may be undefined.
+torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                          const torch::Tensor& bias = {});
+
+}  // namespace recall

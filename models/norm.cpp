@@ -1,0 +1,23 @@
+#include "norm.h"
+
+namespace recall {
+
+NormImpl::NormImpl(NormOptions options_) : options(options_) {
+  reset();
+}
+
+void NormImpl::reset() {
+  weight = register_parameter("weight", torch::ones({options.dim()}));
+  bias = options.kind() == NormKind::kLayerNorm && options.bias()
+             ? register_parameter("bias", torch::zeros({options.dim()}))
+             : torch::Tensor();
+}
+
+torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  if (options.kind() == NormKind::kLayerNorm)
+    return torch::layer_norm(x, {options.dim()}, weight, bias, options.eps());
+  auto inv_rms = torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + options.eps());  // (..., 1)
+  return x * inv_rms * weight;
+}
+
+}  // namespace recall

@@ -1,0 +1,49 @@
+// recall train: a run from a TOML config into a folder; stopped by SIGINT/SIGTERM after a
+// checkpoint.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "recall/signals.h"
+#include "recall/trainer.h"
+
+namespace recall::cli {
+
+void add_train(CLI::App& root, Action& action) {
+  struct Args {
+    std::string config, out;
+    std::vector<std::string> sets;
+    bool resume = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = root.add_subcommand("train", "train a model on a task (mqar, facts, text)");
+  cmd->add_option("--config", args->config, "TOML file, e.g. models/mqar-tiny.toml")->required();
+  cmd->add_option("--set", args->sets, "override a config key: --set key=value (repeatable)");
+  cmd->add_option("--out", args->out, "run folder: checkpoint.bin, metrics.jsonl, config.toml")
+      ->required();
+  cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
+  cmd->callback([args, &action] {
+    action = [args] {
+      const TrainConfig config = train_config_from_file(args->config, args->sets);
+      install_stop_signals();
+      TrainOptions options;
+      options.out_dir = args->out;
+      options.resume = args->resume;
+      options.stop = [](int64_t) { return stop_signal(); };
+      const TrainResult r = train(config, options);
+      nlohmann::json summary{
+          {"step", r.step}, {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
+      if (r.stopped_by) {
+        summary["stopped_by_signal"] = r.stopped_by;
+        fmt::print(stderr, "stopped by signal {} after step {}; checkpoint written to {}\n",
+                   r.stopped_by, r.step, args->out);
+      }
+      for (const auto& [k, v] : r.eval) summary["eval"][k] = v;
+      fmt::print("{}\n", summary.dump());
+      return r.stopped_by ? 128 + r.stopped_by : 0;
+    };
+  });
+}
+
+}  // namespace recall::cli

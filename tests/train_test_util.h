@@ -1,0 +1,112 @@
+// Helpers for the training tests: temporary run folders, a tiny config, and running the real CLI.
+#pragma once
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recall/train_config.h"
+
+namespace recall::test {
+
+// A fresh, empty folder under the system temp folder, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "recall-train-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Small enough that a step takes milliseconds on one core.
+inline std::string tiny_mqar_toml() {
+  return R"(
+task = "mqar"
+vocab_size = 32
+mqar_pairs = 4
+seq_len = 32
+d_model = 32
+n_layers = 2
+n_heads = 2
+steps = 12
+batch_size = 8
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 3
+eval_batches = 2
+log_every = 1
+seed = 7
+)";
+}
+
+inline TrainConfig tiny_mqar(const std::vector<std::string>& overrides = {}) {
+  return train_config_from_toml(tiny_mqar_toml(), "tiny", overrides);
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out_file, err_file;
+};
+
+// Starts the CLI with `args`, its stdout and stderr going to files in `dir`.
+inline Proc spawn_cli(const std::vector<std::string>& args, const TempDir& dir) {
+  Proc p{-1, dir / "stdout.txt", dir / "stderr.txt"};
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    const int out = ::open(p.out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(p.err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> argv{const_cast<char*>(RECALL_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(RECALL_BINARY, argv.data());
+    ::_exit(127);
+  }
+  return p;
+}
+
+// Exit code, or 128 + signal when killed by a signal.
+inline int wait_cli(const Proc& p) {
+  int status = 0;
+  ::waitpid(p.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+inline CliResult run_cli(const std::vector<std::string>& args, const TempDir& dir) {
+  Proc p = spawn_cli(args, dir);
+  const int code = wait_cli(p);
+  return {code, read_text(p.out_file), read_text(p.err_file)};
+}
+
+}  // namespace recall::test
