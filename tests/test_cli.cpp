@@ -59,6 +59,9 @@ TEST(Cli, TheoryPrintsCapacitiesAndJson) {
   EXPECT_DOUBLE_EQ(cap["least_squares"], 128.0);
   EXPECT_NEAR(cap["relu2"], 2817.0, 1e-6);
   EXPECT_NEAR(cap["softmax"] / 1.2e6, 1.06, 0.02);
+  const CliRun alone = run("theory --json");  // JSON on stdout
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  EXPECT_EQ(nlohmann::json::parse(alone.out), j);
 }
 
 TEST(Cli, ProbeWritesJsonCsvAndPlot) {

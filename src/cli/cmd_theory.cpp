@@ -23,10 +23,17 @@ void add_theory(CLI::App& root, Action& action) {
   cmd->add_option("--beta", o->beta, "sharpness of exp<n> and softmax")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--json", o->json, "also write the table as JSON to this file");
+  cmd->add_option("--json", o->json, "also write the table as JSON to FILE; alone: JSON on stdout")
+      ->expected(0, 1)
+      ->default_str("-");
   cmd->callback([o, &action] {
-    if (!o->json.empty()) check_output_path("--json", o->json);
-    action = [o] {
+    const bool to_stdout = o->json == "-";
+    if (!o->json.empty() && !to_stdout) check_output_path("--json", o->json);
+    action = [o, to_stdout] {
+      if (to_stdout) {
+        std::fputs(theory_json(o->d_k, o->beta).c_str(), stdout);
+        return 0;
+      }
       std::fputs(theory_table(o->d_k, o->beta).c_str(), stdout);
       if (!o->json.empty()) write_file_atomic(o->json, theory_json(o->d_k, o->beta));
       return 0;
