@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   recall::cli::add_train(app, action);
   recall::cli::add_eval(app, action);
   recall::cli::add_sample(app, action);
+  recall::cli::add_fit(app, action);
 
   try {
     app.parse(argc, argv);
