@@ -18,5 +18,6 @@ void add_train(CLI::App& root, Action& action);
 void add_eval(CLI::App& root, Action& action);
 void add_sample(CLI::App& root, Action& action);
 void add_fit(CLI::App& root, Action& action);
+void add_inspect(CLI::App& root, Action& action);
 
 }  // namespace recall::cli
