@@ -109,6 +109,12 @@ std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batc
   return out;
 }
 
+std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
+                                  int64_t batches) {
+  Rng rng(static_cast<uint64_t>(config.trainer.seed) ^ 0x5bd1e9955bd1e995ULL);  // as recall eval
+  return task.eval_set(batches, config.trainer.batch_size, seq_len, rng);
+}
+
 void InspectConfig::validate() const {
   check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
   for (int64_t m : lengths)
@@ -139,8 +145,7 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
     model->set_attn_rule(rule);
     for (int64_t m : config.lengths) {
       const int64_t T = m * mc.seq_len;
-      Rng rng(static_cast<uint64_t>(tc.trainer.seed) ^ 0x5bd1e9955bd1e995ULL);  // eval's prompts
-      const auto set = task->eval_set(config.batches, tc.trainer.batch_size, T, rng);
+      const auto set = length_prompts(*task, tc, T, config.batches);
       out.attention.push_back({T, rule, evaluate(model, *task, set).at("accuracy"),
                                inspect_heads(model, set, tc.task.mqar_pairs)});
     }

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../models/feed_forward.h"
+#include "inspect_test_util.h"
 #include "recall/inspect.h"
 #include "recall/theory.h"
-#include "recall/threads.h"
 #include "train_test_util.h"
 
 namespace recall {
@@ -109,48 +109,12 @@ TEST(InspectFfn, LearnedKvSlotsMatchSoftmaxStorePerHead) {
   EXPECT_EQ(r.dim, D / H);
 }
 
-// A small mqar (2 pairs in 16 tokens) that reaches full accuracy in about 250 steps, trained on one
-// thread (seconds; two threads on a busy machine are several times slower) once for the tests
-// below.
-const std::string& trained_mqar() {
-  static test::TempDir dir;
-  static const std::string run = [] {
-    const TrainConfig cfg = train_config_from_toml(R"(
-task = "mqar"
-vocab_size = 16
-mqar_pairs = 2
-seq_len = 16
-d_model = 32
-n_layers = 2
-n_heads = 2
-ffn_mult = 1
-steps = 300
-batch_size = 64
-lr = 3e-3
-min_lr = 3e-4
-warmup_steps = 30
-eval_batches = 2
-log_every = 100
-seed = 7
-)",
-                                                   "small mqar");
-    TrainOptions o;
-    o.out_dir = dir / "run";
-    o.progress = false;
-    set_threads(1);
-    train(cfg, o);
-    set_threads(0);
-    return o.out_dir;
-  }();
-  return run;
-}
-
 TEST(InspectModel, TrainedMqarHasRecallingHead) {
-  Restored restored = restore(trained_mqar());
+  Restored restored = restore(test::trained_small_mqar());
   InspectConfig config;
   config.lengths = {1, 2};
   config.rules = {BetaRule::kNone, BetaRule::kSu};
-  const InspectResult r = inspect(restored, config, trained_mqar());
+  const InspectResult r = inspect(restored, config, test::trained_small_mqar());
   SCOPED_TRACE(inspect_table(r));
   ASSERT_EQ(r.ffn.size(), 2u);
   EXPECT_EQ(r.ffn[0].kind, "mlp-gelu");
@@ -180,8 +144,8 @@ TEST(InspectModel, TrainedMqarHasRecallingHead) {
 TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
   test::TempDir dir;
   const auto ok =
-      test::run_cli({"--threads", "1", "inspect", "--checkpoint", trained_mqar(), "--lengths", "1",
-                     "--rules", "none,qwen", "--json", dir / "i.json"},
+      test::run_cli({"--threads", "1", "inspect", "--checkpoint", test::trained_small_mqar(),
+                     "--lengths", "1", "--rules", "none,qwen", "--json", dir / "i.json"},
                     dir);
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("L1H0"), std::string::npos) << ok.out;
@@ -190,9 +154,9 @@ TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
   ASSERT_EQ(j["attention"].size(), 2u);
   EXPECT_EQ(j["attention"][1]["rule"], "qwen");
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-      {{"inspect", "--checkpoint", trained_mqar(), "--lengths", "0"}, "--lengths 0"},
-      {{"inspect", "--checkpoint", trained_mqar(), "--rules", "none,fast"}, "--rules"},
-      {{"inspect", "--checkpoint", trained_mqar(), "--batches", "0"}, "--batches 0"},
+      {{"inspect", "--checkpoint", test::trained_small_mqar(), "--lengths", "0"}, "--lengths 0"},
+      {{"inspect", "--checkpoint", test::trained_small_mqar(), "--rules", "none,fast"}, "--rules"},
+      {{"inspect", "--checkpoint", test::trained_small_mqar(), "--batches", "0"}, "--batches 0"},
       {{"inspect", "--checkpoint", dir / "missing"}, "missing"},
   };
   for (const auto& [args, needle] : bad) {

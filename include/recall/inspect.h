@@ -62,6 +62,11 @@ struct AttentionReport {
   std::vector<HeadReport> heads;
 };
 
+// The evaluation prompts of `recall eval` at length seq_len: `batches` batches of the training
+// batch size from the generator of the training run's evaluation set.
+std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
+                                  int64_t batches);
+
 // Per head statistics of `model` on mqar batches with `pairs` key/value pairs.
 std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
                                       int64_t pairs);
