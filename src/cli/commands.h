@@ -17,5 +17,8 @@ void add_bench_train(CLI::App& bench, Action& action);
 void add_train(CLI::App& root, Action& action);
 void add_eval(CLI::App& root, Action& action);
 void add_sample(CLI::App& root, Action& action);
+void add_fit(CLI::App& root, Action& action);
+void add_inspect(CLI::App& root, Action& action);
+void add_extrapolate(CLI::App& root, Action& action);
 
 }  // namespace recall::cli

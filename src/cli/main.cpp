@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   recall::cli::add_train(app, action);
   recall::cli::add_eval(app, action);
   recall::cli::add_sample(app, action);
+  recall::cli::add_fit(app, action);
+  recall::cli::add_inspect(app, action);
+  recall::cli::add_extrapolate(app, action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,97 @@
+// A trained model's layers as memory stores (SPEC section 5, issue 5).
+//
+// Feed-forward layers: keys are the first-layer rows (swiglu: the gate rows; learned_kv: the slot
+// keys of each head), values the second-layer columns (learned_kv: the slot values). Each key k_j
+// is queried as x_j = sqrt(d) k_j / ||k_j|| (the norm of an RMS-normalised input of dimension d)
+// through the layer's own weights w(x) (mlp: sigma(W1 x + b1); swiglu: silu(W1 x) * (W3 x);
+// learned_kv: softmax over the slots of q . k_i / sqrt(d_head), q = x_j), and
+//   ISR_j = || sum_{i != j} w_i(x_j) v_i || / || w_j(x_j) v_j ||   (SPEC section 2).
+//
+// Attention heads, on mqar prompts: at a scored query position t, whose key token sits in the
+// context at position 2i (its value at 2i + 1), the head's attention weights a_s (softmax over the
+// keys t sees) split into the pair's weight a_pair = a_2i + a_2i+1 and the rest, and
+//   ISR_t = || a_rest ||_2 / a_pair
+// is the ISR of the head as a softmax store with orthogonal values. A head recalls a query when its
+// largest weight is on the pair; a head is a recalling head when it does so for >= half the
+// queries.
+#pragma once
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recall/beta_rule.h"
+#include "recall/probe.h"
+#include "recall/trainer.h"
+
+namespace recall {
+
+class FeedForwardImpl;
+
+// ISR_j of each query j from recall weights W (Q, N), query j recalling memory j (Q <= N), and
+// values V (N, d_v): || W_j V - W_jj v_j || / || W_jj v_j ||.
+torch::Tensor self_recall_isr(const torch::Tensor& weights, const torch::Tensor& values);
+
+struct FfnStoreReport {
+  int64_t layer = 0;
+  std::string kind;  // mlp-<activation>, swiglu, learned_kv
+  int64_t keys = 0;  // N (learned_kv: heads x slots)
+  int64_t dim = 0;   // key dimension
+  IsrSummary isr;
+  double recalled = 0;                           // fraction of keys with ISR < 1
+  double coherence_mean = 0, coherence_max = 0;  // |cos| between distinct keys
+  std::optional<double> theory;  // random-key capacity of the weight function at d = dim
+  std::string theory_store;      // the store that theory is for
+};
+
+FfnStoreReport inspect_feed_forward(FeedForwardImpl& ffn, int64_t layer);
+
+struct HeadReport {
+  int64_t layer = 0, head = 0;
+  double pair_weight = 0;  // mean attention weight on the matching pair
+  double hit_rate = 0;     // fraction of queries with the largest weight on the pair
+  IsrSummary isr;
+  bool recalls() const { return hit_rate >= 0.5; }
+};
+
+struct AttentionReport {
+  int64_t seq_len = 0;
+  BetaRule rule = BetaRule::kNone;
+  double accuracy = 0;  // the model's mqar accuracy on the same prompts
+  std::vector<HeadReport> heads;
+};
+
+// The evaluation prompts of `recall eval` at length seq_len: `batches` batches of the training
+// batch size from the generator of the training run's evaluation set.
+std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
+                                  int64_t batches);
+
+// Per head statistics of `model` on mqar batches with `pairs` key/value pairs.
+std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
+                                      int64_t pairs);
+
+struct InspectConfig {
+  std::vector<int64_t> lengths = {1, 2, 4};  // multiples of the training length
+  std::vector<BetaRule> rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
+  int64_t batches = 2;  // evaluation batches of the checkpoint's batch size
+  // Throws std::invalid_argument naming the flag, its value and the accepted range.
+  void validate() const;
+};
+
+struct InspectResult {
+  std::string checkpoint;
+  int64_t step = 0;
+  ModelConfig model;
+  std::vector<FfnStoreReport> ffn;
+  std::vector<AttentionReport> attention;  // empty unless the task is mqar
+};
+
+// Restores nothing itself: `restored` comes from restore(path). Changes the model's beta rule.
+InspectResult inspect(Restored& restored, const InspectConfig& config,
+                      const std::string& checkpoint);
+
+std::string inspect_table(const InspectResult& result);
+std::string inspect_json(const InspectResult& result);
+
+}  // namespace recall

@@ -1,0 +1,42 @@
+// recall fit: the empirical capacity of a trainable store of a given width (recall/fit.h).
+#include <cstdio>
+
+#include "commands.h"
+#include "recall/fit.h"
+#include "recall/io.h"
+
+namespace recall::cli {
+
+void add_fit(CLI::App& root, Action& action) {
+  struct Opts {
+    std::string kind = "mlp-relu2", json;
+    FitConfig config;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = root.add_subcommand("fit", "empirical capacity of a trained store (issue 5)");
+  cmd->add_option("--kind", o->kind, "mlp-relu, mlp-relu2, swiglu or learned_kv")
+      ->capture_default_str();
+  cmd->add_option("--width", o->config.width, "hidden units or slots N")->capture_default_str();
+  cmd->add_option("--dk", o->config.d_k, "key and value dimension")->capture_default_str();
+  cmd->add_option("--steps", o->config.steps, "Adam steps per M")->capture_default_str();
+  cmd->add_option("--lr", o->config.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--target", o->config.target, "fraction recalled")->capture_default_str();
+  cmd->add_option("--m-max", o->config.m_max, "largest M tried (0: 4 x parameters)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->config.seed, "seed of memories and initialisation")
+      ->capture_default_str();
+  cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->callback([o, &action] {
+    o->config.kind = fit_kind_from_string(o->kind);
+    o->config.validate();
+    if (!o->json.empty()) check_output_path("--json", o->json);
+    action = [o] {
+      const FitResult r = fit_capacity(o->config);
+      std::fputs(fit_table(r).c_str(), stdout);
+      if (!o->json.empty()) write_file_atomic(o->json, fit_json(r));
+      return 0;
+    };
+  });
+}
+
+}  // namespace recall::cli

@@ -1,0 +1,56 @@
+// recall inspect: a checkpoint's feed-forward layers and attention heads as memory stores.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "recall/error.h"
+#include "recall/inspect.h"
+#include "recall/io.h"
+
+namespace recall::cli {
+
+void add_inspect(CLI::App& root, Action& action) {
+  struct Opts {
+    std::string checkpoint, json;
+    std::vector<int64_t> lengths = {1, 2, 4};
+    std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
+    int64_t batches = 2;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = root.add_subcommand("inspect", "a checkpoint's layers as memory stores (issue 5)");
+  cmd->add_option("--checkpoint", o->checkpoint, "run folder or checkpoint file")->required();
+  cmd->add_option("--lengths", o->lengths, "mqar lengths, multiples of the training length")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--rules", o->rules, "beta rules applied at evaluation")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--batches", o->batches, "mqar batches per length and rule")
+      ->capture_default_str();
+  cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->callback([o, &action] {
+    InspectConfig config;
+    config.lengths = o->lengths;
+    config.batches = o->batches;
+    config.rules.clear();
+    for (const auto& name : o->rules) {
+      try {
+        config.rules.push_back(beta_rule_from_string(name));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("--rules: {}", e.what()));
+      }
+    }
+    config.validate();
+    if (!o->json.empty()) check_output_path("--json", o->json);
+    action = [o, config] {
+      Restored restored = restore(o->checkpoint);
+      const InspectResult r = inspect(restored, config, o->checkpoint);
+      std::fputs(inspect_table(r).c_str(), stdout);
+      if (!o->json.empty()) write_file_atomic(o->json, inspect_json(r));
+      return 0;
+    };
+  });
+}
+
+}  // namespace recall::cli
