@@ -48,8 +48,8 @@ TEST(TrainRuns, EvalAndSampleFromTheCli) {
                    "task = \"text\"\ntext_file = \"corpus.txt\"\nseq_len = 32\n"
                    "d_model = 32\nn_layers = 1\nn_heads = 2\nsteps = 60\n"
                    "batch_size = 16\nlr = 1e-2\nwarmup_steps = 5\nlog_every = 20\n");
-  const auto trained =
-      test::run_cli({"train", "--config", dir / "t.toml", "--out", dir / "run"}, dir);
+  const auto trained = test::run_cli(
+      {"train", "--config", dir / "t.toml", "--out", dir / "run", "--threads", "1"}, dir);
   ASSERT_EQ(trained.code, 0) << trained.err;
   EXPECT_NE(trained.out.find("text_file = '" + (dir / "corpus.txt") + "'"), std::string::npos)
       << "the resolved config is printed, with the file relative to the config";
