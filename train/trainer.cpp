@@ -47,8 +47,8 @@ void trim_metrics(const std::string& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
-// The global gradient norm, clipped to max_norm when that is > 0. torch's clip turns max_norm into a
-// float tensor, so "no clip" cannot be passed to it as a huge max_norm.
+// The global gradient norm, clipped to max_norm when that is > 0. torch's clip turns max_norm into
+// a float tensor, so "no clip" cannot be passed to it as a huge max_norm.
 double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   if (max_norm > 0) return torch::nn::utils::clip_grad_norm_(params, max_norm);
   double sq = 0;
@@ -176,17 +176,11 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
             fmt::format("step {}: the parameters are not finite; training stopped "
                         "(the last checkpoint is kept)",
                         step));
-    Checkpoint c{config.to_toml(),
-                 step,
-                 "",
-                 torch_rng_state(),
-                 task->vocabulary(),
-                 module_bytes(*model),
-                 optimizer_bytes(optimizer)};
-    std::ostringstream r;
-    r << rng;
-    c.task_rng = r.str();
-    save_checkpoint(ckpt_file, c);
+    std::ostringstream task_rng;
+    task_rng << rng;
+    save_checkpoint(ckpt_file,
+                    {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
+                     module_bytes(*model), optimizer_bytes(optimizer)});
   };
   auto run_eval = [&] {
     auto m = evaluate(model, *task, eval_set);

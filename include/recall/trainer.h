@@ -59,10 +59,6 @@ std::map<std::string, double> evaluate(Transformer& model, const Task& task,
 void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_toml,
                              const std::string& source);
 
-}  // namespace recall
-
-namespace recall {
-
 // A trained model restored from a checkpoint (a file or a run folder) for evaluation or sampling.
 struct Restored {
   TrainConfig config;
