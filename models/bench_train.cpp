@@ -8,6 +8,7 @@
 
 #include "adamw.h"
 #include "model_config.h"
+#include "recall/bench.h"
 #include "recall/error.h"
 
 namespace recall {
@@ -55,16 +56,6 @@ BenchTrainOptions bench_train_options_from_file(const std::string& path) {
   return o;
 }
 
-double gemm_flops_per_s() {
-  torch::NoGradGuard no_grad;
-  auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
-  for (int i = 0; i < 3; ++i) a.mm(b);
-  const int n = 20;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) a.mm(b);
-  return 2.0 * 1024 * 1024 * 1024 * n / seconds_since(t0);
-}
-
 BenchTrainResult bench_train(const BenchTrainOptions& o) {
   check_arg(o.steps >= 1, fmt::format("steps = {}: must be >= 1", o.steps));
   torch::manual_seed(0);
@@ -83,7 +74,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
 
   BenchTrainResult r;
   r.params = model->num_parameters();
-  const double peak = gemm_flops_per_s();
+  const double peak = measure_gemm_gflops() * 1e9;  // same process, same threads
   for (int i = 0; i < 2; ++i) step();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) step();

@@ -7,14 +7,13 @@
 
 namespace recall {
 
-double measure_gemm_gflops() {
+double measure_gemm_gflops(int iters, int repeats) {
   torch::NoGradGuard no_grad;
   const int64_t n = 1024;
   auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
   for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const int iters = 10;
+  for (int rep = 0; rep < repeats; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) torch::mm_out(c, a, b);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

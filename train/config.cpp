@@ -154,7 +154,7 @@ const std::vector<Key>& keys() {
       int_key("log_every", RECALL_REF(int64_t, c.trainer.log_every), 1, kBig),
       int_key("checkpoint_every", RECALL_REF(int64_t, c.trainer.checkpoint_every), 0, kBig),
       int_key("seed", RECALL_REF(int64_t, c.trainer.seed), 0, std::numeric_limits<int64_t>::max()),
-      real_key("peak_flops", RECALL_REF(double, c.trainer.peak_flops), 0, true, kInf),
+      real_key("peak_flops", RECALL_REF(double, c.trainer.peak_flops), 0, false, kInf),
   };
   return table;
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "recall/bench.h"
 #include "recall/checkpoint.h"
 #include "recall/error.h"
 #include "recall/io.h"
@@ -193,6 +194,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
 
   const int64_t tokens_per_step =
       tc.batch_size * (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
+  // MFU is measured against this machine's fp32 GEMM rate unless the config names a peak.
+  const double peak_flops = tc.peak_flops > 0 ? tc.peak_flops : measure_gemm_gflops(3, 1) * 1e9;
   const double flops_per_token =
       6.0 * static_cast<double>(model->num_parameters()) +
       12.0 * config.model.n_layers * config.model.d_model * config.model.seq_len;
@@ -226,7 +229,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tok_s =
           static_cast<double>((step - first) * tokens_per_step) / std::max(secs, 1e-9);
-      const double mfu = flops_per_token * tok_s / tc.peak_flops;
+      const double mfu = flops_per_token * tok_s / peak_flops;
       metrics << nlohmann::json{{"step", step},       {"loss", loss_v},        {"lr", lr},
                                 {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"mfu", mfu}}
                      .dump()

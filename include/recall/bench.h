@@ -4,9 +4,10 @@
 
 namespace recall {
 
-// GFLOP/s of a 1024^3 fp32 matrix product (2 n^3 FLOPs), best of a few timed repeats, on the
-// current torch thread count.
-double measure_gemm_gflops();
+// GFLOP/s of a 1024^3 fp32 matrix product (2 n^3 FLOPs), the best of `repeats` timings of `iters`
+// products, on the current torch thread count. The defaults are for benchmarks; a quick estimate
+// (for a progress line) can use fewer.
+double measure_gemm_gflops(int iters = 10, int repeats = 3);
 
 // Peak resident set size of this process so far, in MiB.
 double peak_rss_mib();

@@ -26,9 +26,6 @@ struct BenchTrainResult {
 // std::invalid_argument on a missing file, a syntax error, an unknown key or a bad value.
 BenchTrainOptions bench_train_options_from_file(const std::string& path);
 
-// FLOP rate of a 1024^3 fp32 matrix product (3 warm-up and 20 timed products).
-double gemm_flops_per_s();
-
 BenchTrainResult bench_train(const BenchTrainOptions& options);
 
 // One JSON line: {"impl":"recall-cpp","params":..,"tokens_per_s":..,"step_ms":..,

@@ -43,7 +43,7 @@ struct TrainerConfig {
   int64_t log_every = 10;        // progress line and metrics record every N steps
   int64_t checkpoint_every = 0;  // 0: checkpoint only at the end or when stopped
   int64_t seed = 0;
-  double peak_flops = 1e11;  // per second, for MFU; about 2 CPU cores with AVX2 FMA in fp32
+  double peak_flops = 0;  // per second, for MFU; 0: the fp32 GEMM rate measured at start
 };
 
 struct TrainConfig {
