@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adamw.h"
+#include "data_parallel.h"
 #include "model_config.h"
 #include "recall/bench.h"
 #include "recall/error.h"
@@ -63,12 +64,11 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
   Transformer model(c);
   FusedAdamW optimizer(model->parameters(), FusedAdamWOptions(o.lr));
   auto data = torch::randint(0, c.vocab_size, {o.batch_size, c.seq_len + 1});
-  auto inputs = data.narrow(1, 0, c.seq_len), targets = data.narrow(1, 1, c.seq_len).reshape(-1);
+  auto inputs = data.narrow(1, 0, c.seq_len), targets = data.narrow(1, 1, c.seq_len);
+  const int threads = at::get_num_threads();
   auto step = [&] {
-    auto logits = model(inputs);
-    auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, c.vocab_size}), targets);
     optimizer.zero_grad();
-    loss.backward();
+    data_parallel_backward(model, inputs, targets, threads);
     optimizer.step();
   };
 
