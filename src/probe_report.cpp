@@ -102,14 +102,14 @@ std::string probe_table(const ProbeResult& r) {
   out += fmt::format(
       "capacity (M where the median ISR crosses 1), d_k = {}, beta = {}, {} trials x {} queries\n",
       r.config.d_k, r.config.beta, r.config.trials, r.config.queries);
-  out += fmt::format("{:<15}{:>12}{:>12}{:>12}{:>20}{:>12}{:>8}\n", "store", "median", "low",
+  out += fmt::format("{:<15}{:>12}{:>12}{:>12}{:>22}{:>12}{:>8}\n", "store", "median", "low",
                      "high", "rms +- sem", "theory", "rms/th");
   for (const auto& s : r.stores) {
     const auto& c = s.capacity;
     std::string rms =
         fmt_opt(c.rms, "{:.5g}") + (c.rms_sem ? fmt::format(" +- {:.2g}", *c.rms_sem) : "");
     std::string ratio = c.rms && c.theory ? fmt::format("{:.3f}", *c.rms / *c.theory) : "-";
-    out += fmt::format("{:<15}{:>12}{:>12}{:>12}{:>20}{:>12}{:>8}\n", s.store,
+    out += fmt::format("{:<15}{:>12}{:>12}{:>12}{:>22}{:>12}{:>8}\n", s.store,
                        fmt_opt(c.median, "{:.5g}"), fmt_opt(c.low, "{:.5g}"),
                        fmt_opt(c.high, "{:.5g}"), rms, fmt_opt(c.theory, "{:.5g}"), ratio);
   }
