@@ -75,19 +75,14 @@ TEST(Fit, CliWritesJson) {
 
 TEST(Fit, CliRejectsBadFlags) {
   test::TempDir dir;
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+  const test::UsageCases cases = {
       {{"fit", "--kind", "gelu"}, "--kind gelu"},
       {{"fit", "--width", "0"}, "--width 0"},
       {{"fit", "--dk", "1"}, "--dk 1"},
       {{"fit", "--target", "1.5"}, "--target 1.5"},
       {{"fit", "--json", dir / "no/such/dir/f.json"}, "--json"},
   };
-  for (const auto& [args, needle] : cases) {
-    const auto r = test::run_cli(args, dir);
-    EXPECT_EQ(r.code, 2) << needle;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
+  test::expect_usage_errors(cases, dir);
 }
 
 }  // namespace

@@ -153,18 +153,13 @@ TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
   EXPECT_EQ(j["ffn"].size(), 2u);
   ASSERT_EQ(j["attention"].size(), 2u);
   EXPECT_EQ(j["attention"][1]["rule"], "qwen");
-  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+  const test::UsageCases bad = {
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--lengths", "0"}, "--lengths 0"},
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--rules", "none,fast"}, "--rules"},
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--batches", "0"}, "--batches 0"},
       {{"inspect", "--checkpoint", dir / "missing"}, "missing"},
   };
-  for (const auto& [args, needle] : bad) {
-    const auto r = test::run_cli(args, dir);
-    EXPECT_EQ(r.code, 2) << needle;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
+  test::expect_usage_errors(bad, dir);
 }
 
 }  // namespace

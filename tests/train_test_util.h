@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,17 @@ inline CliResult run_cli(const std::vector<std::string>& args, const TempDir& di
   Proc p = spawn_cli(args, dir);
   const int code = wait_cli(p);
   return {code, read_text(p.out_file), read_text(p.err_file)};
+}
+
+// Bad input through the binary: each (args, needle) exits 2 with one stderr line naming the needle.
+using UsageCases = std::vector<std::pair<std::vector<std::string>, std::string>>;
+inline void expect_usage_errors(const UsageCases& cases, const TempDir& dir) {
+  for (const auto& [args, needle] : cases) {
+    const auto r = run_cli(args, dir);
+    EXPECT_EQ(r.code, 2) << needle;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 }  // namespace recall::test
