@@ -84,7 +84,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   } else {
     q = q * logit_scale(T, x.scalar_type()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
   }
-  auto y = causal_attention(q, k, v, N, alpha);                        // (B, T, H, dh)
+  auto y = causal_attention(q, k, v, N, alpha);  // (B, T, H, dh)
+  if (head_mask.defined()) y = y * head_mask.to(y.dtype()).view({1, 1, H, 1});
   return fast_linear(y.view({B, T, H * dh}), out->weight, out->bias);  // (B, T, D)
 }
 

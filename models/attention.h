@@ -29,7 +29,7 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   void reset() override;
   // x: (B, T, d_model) -> (B, T, d_model)
   torch::Tensor forward(const torch::Tensor& x);
-  // q, k, v of x after RoPE, each (B, H, T, d_head).
+  // q, k, v of x after RoPE, each (B, T, H, d_head).
   std::array<torch::Tensor, 3> project(const torch::Tensor& x);
   // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for
   // ssmax, (1, T) otherwise.
@@ -43,6 +43,9 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   torch::nn::Linear out{nullptr};  // d_model -> d_model
   torch::Tensor mem_k, mem_v;      // (H, mem_kv, d_head), mem_kv > 0 only
   SsmaxScale ssmax{nullptr};       // rule ssmax only
+  // Inspection only, not a parameter: when defined, (H,) multipliers of each head's output before
+  // the output projection; zero ablates a head (recall inspect).
+  torch::Tensor head_mask;
 };
 TORCH_MODULE(Attention);
 

@@ -1,6 +1,8 @@
 // Attention heads as softmax stores on mqar prompts, and the whole inspection of a checkpoint.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <limits>
 
 #include "../models/block.h"
@@ -33,10 +35,13 @@ std::vector<Queries> find_queries(const Batch& b, int64_t pairs) {
   return out;
 }
 
+// Per head and per read offset o (the head reads position 2i + o of the pair, o < kOffsets).
+constexpr int64_t kOffsets = 3;
+
 struct HeadAccumulator {
-  std::vector<double> isr;
-  double pair_weight = 0;
-  int64_t hits = 0;
+  std::array<std::vector<double>, kOffsets> isr;
+  std::array<double, kOffsets> weight{};
+  std::array<int64_t, kOffsets> hits{};
 };
 
 // Adds the statistics of one layer's heads at one sequence's queries.
@@ -53,22 +58,23 @@ void add_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tens
   auto visible = key_pos.unsqueeze(0) <= t.unsqueeze(1);       // (P, N + T) causal
   auto a = torch::softmax(
       logits.to(torch::kFloat64).masked_fill(~visible, -std::numeric_limits<double>::infinity()),
-      -1);  // (H, P, N + T)
-  auto col = [&](const torch::Tensor& c) {
-    return a.gather(2, c.view({1, P, 1}).expand({H, P, 1})).squeeze(2);  // (H, P)
-  };
-  auto a_key = col(pair), a_value = col(pair + 1);
-  auto a_pair = a_key + a_value;
-  auto rest = (a.square().sum(-1) - a_key.square() - a_value.square()).clamp_min(0).sqrt();
-  auto isr = (rest / a_pair).contiguous();
-  auto top = a.argmax(-1);  // (H, P)
-  auto hit = top.eq(pair) | top.eq(pair + 1);
-  for (int64_t h = 0; h < H; ++h) {
-    auto& s = acc[h];
-    const double* p = isr[h].data_ptr<double>();
-    s.isr.insert(s.isr.end(), p, p + P);
-    s.pair_weight += a_pair[h].sum().item<double>();
-    s.hits += hit[h].sum().item<int64_t>();
+      -1);                           // (H, P, N + T)
+  auto sum_sq = a.square().sum(-1);  // (H, P)
+  auto top = a.argmax(-1);           // (H, P)
+  for (int64_t o = 0; o < kOffsets; ++o) {
+    // 2i + o <= 2 n <= t: the read position is always visible
+    auto col = pair + o;
+    auto a_read = a.gather(2, col.view({1, P, 1}).expand({H, P, 1})).squeeze(2);  // (H, P)
+    auto isr = ((sum_sq - a_read.square()).clamp_min(0).sqrt() / a_read).contiguous();
+    auto weight = a_read.sum(1);     // (H,)
+    auto hits = top.eq(col).sum(1);  // (H,)
+    for (int64_t h = 0; h < H; ++h) {
+      auto& s = acc[h];
+      const double* p = isr[h].data_ptr<double>();
+      s.isr[o].insert(s.isr[o].end(), p, p + P);
+      s.weight[o] += weight[h].item<double>();
+      s.hits[o] += hits[h].item<int64_t>();
+    }
   }
 }
 
@@ -103,10 +109,31 @@ std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batc
   for (int64_t l = 0; l < L; ++l)
     for (int64_t h = 0; h < H; ++h) {
       const auto& a = acc[l][h];
-      const double n = static_cast<double>(std::max<size_t>(1, a.isr.size()));
-      out.push_back({l, h, a.pair_weight / n, static_cast<double>(a.hits) / n, summarize(a.isr)});
+      // the head's read offset: where it puts the most weight over the whole set
+      const int64_t o = std::max_element(a.weight.begin(), a.weight.end()) - a.weight.begin();
+      const double n = static_cast<double>(std::max<size_t>(1, a.isr[o].size()));
+      HeadReport r;
+      r.layer = l;
+      r.head = h;
+      r.offset = o;
+      r.pair_weight = a.weight[o] / n;
+      r.hit_rate = static_cast<double>(a.hits[o]) / n;
+      r.isr = summarize(a.isr[o]);
+      out.push_back(r);
     }
   return out;
+}
+
+void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>& set,
+                  std::vector<HeadReport>& heads) {
+  torch::NoGradGuard no_grad;
+  for (HeadReport& r : heads) {
+    auto& attn = *model->blocks[r.layer]->attn;
+    attn.head_mask = torch::ones({model->config.n_heads});
+    attn.head_mask[r.head] = 0.0;
+    r.ablated_accuracy = evaluate(model, task, set).at("accuracy");
+    attn.head_mask = torch::Tensor();
+  }
 }
 
 std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
@@ -146,8 +173,9 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
     for (int64_t m : config.lengths) {
       const int64_t T = m * mc.seq_len;
       const auto set = length_prompts(*task, tc, T, config.batches);
-      out.attention.push_back({T, rule, evaluate(model, *task, set).at("accuracy"),
-                               inspect_heads(model, set, tc.task.mqar_pairs)});
+      auto heads = inspect_heads(model, set, tc.task.mqar_pairs);
+      ablate_heads(model, *task, set, heads);
+      out.attention.push_back({T, rule, evaluate(model, *task, set).at("accuracy"), heads});
     }
   }
   model->set_attn_rule(trained);

@@ -29,22 +29,51 @@ std::string inspect_table(const InspectResult& r) {
           f.coherence_mean, f.coherence_max, f.theory.value_or(0.0), f.theory_store);
   }
   if (r.attention.empty()) return out;
-  out +=
-      "\nattention heads on mqar prompts: per head pair weight / hit rate / median ISR "
-      "(ISR = |a_rest|_2 / a_pair; * = recalling head, hit rate >= 0.5)\n";
-  out += fmt::format("{:<6} {:>7} {:>8}", "rule", "seq_len", "accuracy");
-  for (const auto& h : r.attention.front().heads)
-    out += fmt::format("  {:>19}", fmt::format("L{}H{}", h.layer, h.head));
-  out += "\n";
-  for (const auto& a : r.attention) {
-    out += fmt::format("{:<6} {:>7} {:>8.4f}", to_string(a.rule), a.seq_len, a.accuracy);
-    for (const auto& h : a.heads)
-      out +=
-          fmt::format("  {:>19}", fmt::format("{:.2f}/{:.2f}/{:.3g}{}", h.pair_weight, h.hit_rate,
-                                              h.isr.median, h.recalls() ? "*" : " "));
-    out += "\n";
+  // the lengths in the order inspected (every rule holds the same ones)
+  std::vector<int64_t> lengths;
+  for (const auto& a : r.attention)
+    if (a.rule == r.attention.front().rule) lengths.push_back(a.seq_len);
+  out += "\nmqar accuracy (rows: beta rule at evaluation; columns: seq_len)\n";
+  out += fmt::format("{:<6}", "rule");
+  for (int64_t T : lengths) out += fmt::format(" {:>8}", T);
+  for (size_t i = 0; i < r.attention.size(); ++i) {
+    if (i % lengths.size() == 0) out += fmt::format("\n{:<6}", to_string(r.attention[i].rule));
+    out += fmt::format(" {:>8.4f}", r.attention[i].accuracy);
   }
-  return out;
+  // the heads at the trained rule and length when inspected, else at the first point
+  const AttentionReport* base = &r.attention.front();
+  for (const auto& a : r.attention)
+    if (a.rule == m.attn_rule && a.seq_len == m.seq_len) base = &a;
+  out += fmt::format(
+      "\n\nheads at seq_len {}, rule {}: read = the position 2i+o a head reads for the pair at "
+      "2i\n(key, value, next); ISR = |a_rest|_2 / a_read; * = recalling head (hit >= 0.5); "
+      "ablated = accuracy with the head zeroed\n",
+      base->seq_len, to_string(base->rule));
+  out += fmt::format("{:<6} {:<6} {:>7} {:>6} {:>9} {:>9} {:>8}\n", "head", "read", "weight", "hit",
+                     "isr_med", "isr_p90", "ablated");
+  static const char* kRead[] = {"key", "value", "next"};
+  for (const auto& h : base->heads)
+    out += fmt::format("{:<6} {:<6} {:>7.3f} {:>6.3f} {:>9.3g} {:>9.3g} {:>8.4f}\n",
+                       fmt::format("L{}H{}{}", h.layer, h.head, h.recalls() ? "*" : ""),
+                       kRead[h.offset], h.pair_weight, h.hit_rate, h.isr.median, h.isr.p90,
+                       h.ablated_accuracy);
+  // how the recalling heads' ISR moves with length under each rule
+  std::vector<size_t> recalling;
+  for (size_t j = 0; j < base->heads.size(); ++j)
+    if (base->heads[j].recalls()) recalling.push_back(j);
+  if (recalling.empty()) return out;
+  out += "\nrecalling heads: median ISR at their read position (columns: seq_len)\n";
+  out += fmt::format("{:<6} {:<6}", "rule", "head");
+  for (int64_t T : lengths) out += fmt::format(" {:>9}", T);
+  for (size_t i = 0; i < r.attention.size(); i += lengths.size())
+    for (size_t j : recalling) {
+      const auto& h0 = r.attention[i].heads[j];
+      out += fmt::format("\n{:<6} {:<6}", to_string(r.attention[i].rule),
+                         fmt::format("L{}H{}", h0.layer, h0.head));
+      for (size_t k = 0; k < lengths.size(); ++k)
+        out += fmt::format(" {:>9.3g}", r.attention[i + k].heads[j].isr.median);
+    }
+  return out + "\n";
 }
 
 std::string inspect_json(const InspectResult& r) {
@@ -71,9 +100,11 @@ std::string inspect_json(const InspectResult& r) {
     for (const auto& h : a.heads)
       heads.push_back({{"layer", h.layer},
                        {"head", h.head},
-                       {"pair_weight", h.pair_weight},
+                       {"read_offset", h.offset},
+                       {"read_weight", h.pair_weight},
                        {"hit_rate", h.hit_rate},
                        {"isr", summary(h.isr)},
+                       {"ablated_accuracy", h.ablated_accuracy},
                        {"recalls", h.recalls()}});
     attention.push_back({{"rule", to_string(a.rule)},
                          {"seq_len", a.seq_len},
@@ -90,7 +121,8 @@ std::string inspect_json(const InspectResult& r) {
              {"seq_len", r.model.seq_len},
              {"attn_rule", to_string(r.model.attn_rule)}}},
            {"ffn_query", "sqrt(d) k_j / |k_j|"},
-           {"head_isr", "|a_rest|_2 / (a_key + a_value of the matching pair)"},
+           {"head_read", "position 2i + read_offset for the pair at 2i (0 key, 1 value, 2 next)"},
+           {"head_isr", "|a_rest|_2 / a_read"},
            {"ffn", ffn},
            {"attention", attention}};
   return out.dump(2) + "\n";

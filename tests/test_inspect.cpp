@@ -138,6 +138,15 @@ TEST(InspectModel, TrainedMqarHasRecallingHead) {
   EXPECT_GT(best->pair_weight, 0.8);
   EXPECT_LT(best->isr.median, 0.1);
   EXPECT_GE(recalling, 1);
+  // ablation: zeroing some head costs accuracy (the recall circuit needs it), and no ablated
+  // accuracy exceeds what chance plus the remaining heads allow
+  double worst = 1;
+  for (const auto& h : at_train.heads) {
+    EXPECT_GE(h.ablated_accuracy, 0.0);
+    EXPECT_LE(h.ablated_accuracy, 1.0);
+    worst = std::min(worst, h.ablated_accuracy);
+  }
+  EXPECT_LT(worst, at_train.accuracy - 0.3);
   EXPECT_EQ(restored.model->config.attn_rule, BetaRule::kNone);  // the trained rule is restored
 }
 
@@ -153,6 +162,8 @@ TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
   EXPECT_EQ(j["ffn"].size(), 2u);
   ASSERT_EQ(j["attention"].size(), 2u);
   EXPECT_EQ(j["attention"][1]["rule"], "qwen");
+  const auto& head = j["attention"][0]["heads"][0];
+  EXPECT_TRUE(head.contains("read_offset") && head.contains("ablated_accuracy")) << head;
   const test::UsageCases bad = {
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--lengths", "0"}, "--lengths 0"},
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--rules", "none,fast"}, "--rules"},

@@ -49,6 +49,17 @@ TEST(ModelAttention, MemoryKeyValuesMatchTheNaiveLoops) {
   }
 }
 
+TEST(ModelAttention, HeadMaskScalesEachHeadsOutput) {
+  auto a = make_attention(BetaRule::kSu, true, 0, 4);
+  a->head_mask = torch::tensor({0.0, 1.0}, torch::kFloat64);  // head 0 ablated
+  EXPECT_LT(max_error(a, torch::kFloat64), 1e-12);
+  EXPECT_LT(max_error(a, torch::kFloat32), 2e-5);
+  // both heads zeroed: only the output projection's bias is left
+  a->head_mask = torch::zeros({2}, torch::kFloat64);
+  auto y = a->forward(torch::randn({2, 7, 8}, torch::kFloat64));
+  EXPECT_TRUE(torch::allclose(y, a->out->bias.expand({2, 7, 8}), 0.0, 1e-15));
+}
+
 TEST(ModelAttention, RuleNoneIsStandardScaledDotProductAttention) {
   auto a = make_attention(BetaRule::kNone, false, 0, 16);
   auto x = torch::randn({1, 5, 8}, torch::kFloat64);

@@ -8,12 +8,16 @@
 //   ISR_j = || sum_{i != j} w_i(x_j) v_i || / || w_j(x_j) v_j ||   (SPEC section 2).
 //
 // Attention heads, on mqar prompts: at a scored query position t, whose key token sits in the
-// context at position 2i (its value at 2i + 1), the head's attention weights a_s (softmax over the
-// keys t sees) split into the pair's weight a_pair = a_2i + a_2i+1 and the rest, and
-//   ISR_t = || a_rest ||_2 / a_pair
+// context at position 2i (its value at 2i + 1), a head that recalls reads one position of the
+// pair's neighbourhood 2i + o: o = 0 the key, o = 1 the value (the classic induction head, after a
+// previous-token head wrote the key into the value's position), o = 2 the next key's position
+// (after a first-layer head gathered both the key and the value there, as mqar-tiny learns). Each
+// head's read offset o is the one that takes the most weight over the prompts. With a_s its
+// attention weights (softmax over the keys t sees) and a_r the weight on r = 2i + o,
+//   ISR_t = || a_{s != r} ||_2 / a_r
 // is the ISR of the head as a softmax store with orthogonal values. A head recalls a query when its
-// largest weight is on the pair; a head is a recalling head when it does so for >= half the
-// queries.
+// largest weight is on r; it is a recalling head when it does so for >= half the queries. The
+// model's accuracy with the head's output zeroed (ablated) says whether the model needs it.
 #pragma once
 #include <torch/torch.h>
 
@@ -49,8 +53,10 @@ FfnStoreReport inspect_feed_forward(FeedForwardImpl& ffn, int64_t layer);
 
 struct HeadReport {
   int64_t layer = 0, head = 0;
-  double pair_weight = 0;  // mean attention weight on the matching pair
-  double hit_rate = 0;     // fraction of queries with the largest weight on the pair
+  int64_t offset = 0;           // read position 2i + offset for the pair at 2i
+  double pair_weight = 0;       // mean attention weight on the read position
+  double hit_rate = 0;          // fraction of queries with the largest weight there
+  double ablated_accuracy = 0;  // the model's accuracy with this head zeroed
   IsrSummary isr;
   bool recalls() const { return hit_rate >= 0.5; }
 };
@@ -70,6 +76,10 @@ std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, i
 // Per head statistics of `model` on mqar batches with `pairs` key/value pairs.
 std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
                                       int64_t pairs);
+
+// Fills ablated_accuracy of each head: the accuracy on `set` with that head's output zeroed.
+void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>& set,
+                  std::vector<HeadReport>& heads);
 
 struct InspectConfig {
   std::vector<int64_t> lengths = {1, 2, 4};  // multiples of the training length
