@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "adamw.h"
@@ -11,6 +12,7 @@
 #include "model_config.h"
 #include "recall/bench.h"
 #include "recall/error.h"
+#include "recall/presets.h"
 
 namespace recall {
 
@@ -25,7 +27,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 BenchTrainOptions bench_train_options_from_file(const std::string& path) {
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    std::error_code ec;
+    const auto preset = std::filesystem::exists(path, ec) ? std::nullopt : preset_toml(path);
+    table = preset ? toml::parse(*preset, "preset " + path) : toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     throw std::invalid_argument(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
                                             e.source().begin.column, e.description()));

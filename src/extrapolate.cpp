@@ -2,16 +2,26 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "recall/error.h"
 #include "recall/inspect.h"
+#include "recall/plot.h"
 #include "recall/trainer.h"
 
 namespace recall {
 
+namespace fs = std::filesystem;
+
 void ExtrapolateConfig::validate() const {
-  check_arg(!checkpoints.empty(), "--checkpoints is empty: give run folders or checkpoint files");
+  check_arg(checkpoints.empty() != train_config.empty(),
+            "give either --checkpoints (evaluate runs) or --config (train one run per rule)");
+  check_arg(train_config.empty() || !out_dir.empty(),
+            "--out is empty: --config trains into a folder, give one");
+  check_arg(seeds >= 1 && seeds <= 100, fmt::format("--seeds {}: must be in [1, 100]", seeds));
   check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
   for (int64_t m : lengths)
     check_arg(m >= 1 && m <= 64, fmt::format("--lengths {}: each must be in [1, 64]", m));
@@ -19,10 +29,54 @@ void ExtrapolateConfig::validate() const {
             fmt::format("--batches {}: must be in [1, 1000]", batches));
 }
 
+namespace {
+
+// Trains (or resumes, or reuses) one run per rule and seed; returns the run folders and rules.
+std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig& config) {
+  const auto rules = config.rules.empty() ? all_beta_rules() : config.rules;
+  const TrainConfig base = train_config_from_file(config.train_config, config.sets);
+  std::vector<std::pair<TrainConfig, std::string>> runs;
+  for (BetaRule rule : rules)
+    for (int64_t k = 0; k < config.seeds; ++k) {
+      auto sets = config.sets;
+      sets.push_back("attn_rule=" + to_string(rule));
+      sets.push_back(fmt::format("seed={}", base.trainer.seed + k));
+      const std::string dir =
+          (fs::path(config.out_dir) /
+           (config.seeds == 1 ? to_string(rule) : fmt::format("{}-seed{}", to_string(rule), k)))
+              .string();
+      runs.emplace_back(train_config_from_file(config.train_config, sets), dir);
+    }
+  std::vector<std::pair<std::string, BetaRule>> out;
+  for (const auto& [tc, dir] : runs) {
+    TrainOptions o;
+    o.out_dir = dir;
+    o.resume = fs::exists(fs::path(dir) / "checkpoint.bin");
+    o.progress = config.progress;
+    o.print_config = false;
+    if (config.progress)
+      fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
+                 o.resume ? "resuming or reusing" : "training", dir, to_string(tc.model.attn_rule),
+                 tc.trainer.seed);
+    train(tc, o);
+    out.emplace_back(dir, tc.model.attn_rule);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
   config.validate();
+  std::vector<std::string> paths = config.checkpoints;
+  std::vector<BetaRule> eval_rules = config.rules;
+  if (!config.train_config.empty()) {
+    paths.clear();
+    for (const auto& [dir, rule] : train_runs(config)) paths.push_back(dir);
+    eval_rules.clear();  // each run under its own rule
+  }
   std::vector<ExtrapolatePoint> out;
-  for (const std::string& path : config.checkpoints) {
+  for (const std::string& path : paths) {
     Restored r = restore(path);
     const ModelConfig& mc = r.config.model;
     for (int64_t m : config.lengths)
@@ -33,7 +87,7 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
                         m, path, mc.seq_len));
     auto task = make_task(r.config, r.vocabulary);
     const BetaRule trained = mc.attn_rule;
-    const auto rules = config.rules.empty() ? std::vector<BetaRule>{trained} : config.rules;
+    const auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;
     for (BetaRule rule : rules) {
       r.model->set_attn_rule(rule);
       for (int64_t m : config.lengths) {
@@ -44,6 +98,34 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
       }
     }
   }
+  return out;
+}
+
+std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePoint>& points) {
+  std::vector<ExtrapolateCurve> out;
+  for (const auto& p : points) {
+    auto c = std::find_if(out.begin(), out.end(), [&](const ExtrapolateCurve& c) {
+      return c.trained == p.trained && c.rule == p.rule;
+    });
+    if (c == out.end()) {
+      out.push_back({p.trained, p.rule, 0, {}, {}, {}, {}});
+      c = out.end() - 1;
+    }
+    auto m = std::find(c->multiples.begin(), c->multiples.end(), p.multiple);
+    const size_t i = static_cast<size_t>(m - c->multiples.begin());
+    if (m == c->multiples.end()) {
+      c->multiples.push_back(p.multiple);
+      c->accuracy.push_back(0);
+      c->low.push_back(p.accuracy);
+      c->high.push_back(p.accuracy);
+    }
+    c->accuracy[i] += p.accuracy;  // a sum until divided below
+    c->low[i] = std::min(c->low[i], p.accuracy);
+    c->high[i] = std::max(c->high[i], p.accuracy);
+    if (i == 0) ++c->runs;
+  }
+  for (auto& c : out)
+    for (double& a : c.accuracy) a /= static_cast<double>(c.runs);
   return out;
 }
 
@@ -75,6 +157,38 @@ std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points) {
                    {"accuracy", p.accuracy},
                    {"loss", p.loss}});
   return nlohmann::json{{"points", out}}.dump(2) + "\n";
+}
+
+void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path) {
+  const auto curves = extrapolate_curves(points);
+  std::ostringstream data;  // one block per curve: multiple  mean  low  high
+  for (const auto& c : curves) {
+    for (size_t i = 0; i < c.multiples.size(); ++i)
+      data << c.multiples[i] << ' ' << c.accuracy[i] << ' ' << c.low[i] << ' ' << c.high[i] << '\n';
+    data << "\n\n";
+  }
+  render_plot(
+      path, data.str(),
+      [&](const std::string& file) {
+        std::string gp =
+            "set logscale x 2\nset grid\nset key outside right\nset yrange [0:1.02]\n"
+            "set xlabel 'sequence length / training length'\nset ylabel 'mqar accuracy'\n"
+            "set title 'recall at longer contexts, per beta rule (mean over runs, range as "
+            "bars)'\nplot ";
+        for (size_t i = 0; i < curves.size(); ++i) {
+          const auto& c = curves[i];
+          const std::string name = c.trained == c.rule
+                                       ? to_string(c.rule)
+                                       : fmt::format("trained {}, evaluated {}",
+                                                     to_string(c.trained), to_string(c.rule));
+          gp += fmt::format(
+              "'{0}' index {1} using 1:2 with linespoints lc {2} pt 7 title '{3}', "
+              "'{0}' index {1} using 1:2:3:4 with yerrorbars lc {2} pt 7 notitle{4}",
+              file, i, plot_colour(i), name, i + 1 < curves.size() ? ", " : "\n");
+        }
+        return gp;
+      },
+      1100, 640);
 }
 
 }  // namespace recall

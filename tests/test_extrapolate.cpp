@@ -1,6 +1,7 @@
 // recall extrapolate: accuracy at multiples of the training length, the same as recall eval's.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "inspect_test_util.h"
@@ -51,16 +52,63 @@ TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
   const auto e = nlohmann::json::parse(ev.out);
   EXPECT_EQ(j["points"][1]["seq_len"], 32);
   EXPECT_DOUBLE_EQ(j["points"][1]["accuracy"].get<double>(), e["accuracy"].get<double>());
-  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+  test::write_text(dir / "tiny.toml", test::tiny_mqar_toml());
+  const test::UsageCases bad = {
       {{"extrapolate", "--checkpoints", ckpt, "--lengths", "65"}, "--lengths 65"},
       {{"extrapolate", "--checkpoints", ckpt, "--rules", "slow"}, "--rules"},
       {{"extrapolate", "--checkpoints", dir / "none"}, "none"},
+      {{"extrapolate"}, "--checkpoints"},
+      {{"extrapolate", "--checkpoints", ckpt, "--config", dir / "tiny.toml", "--out", dir / "r"},
+       "--config"},
+      {{"extrapolate", "--config", dir / "tiny.toml"}, "--out"},
+      {{"extrapolate", "--config", dir / "tiny.toml", "--out", dir / "r", "--seeds", "0"},
+       "--seeds 0"},
+      {{"extrapolate", "--config", dir / "tiny.toml", "--out", dir / "r", "--set", "colour=1"},
+       "colour"},
+      {{"extrapolate", "--checkpoints", ckpt, "--plot", dir / "x.jpg"}, "--plot"},
   };
-  for (const auto& [args, needle] : bad) {
-    const auto r = test::run_cli(args, dir);
-    EXPECT_EQ(r.code, 2) << needle;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  }
+  test::expect_usage_errors(bad, dir);
+  EXPECT_FALSE(std::filesystem::exists(dir / "r"));
+}
+
+// --config trains one run per rule and seed under its own rule, then reuses the finished runs.
+TEST(Extrapolate, TrainsOneRunPerRuleAndSeedThenReusesThem) {
+  test::TempDir dir;
+  test::write_text(dir / "tiny.toml", test::tiny_mqar_toml());
+  ExtrapolateConfig config;
+  config.train_config = dir / "tiny.toml";
+  config.sets = {"steps=4"};
+  config.out_dir = dir / "runs";
+  config.rules = {BetaRule::kNone, BetaRule::kSsmax};
+  config.seeds = 2;
+  config.lengths = {1, 2};
+  config.batches = 1;
+  set_threads(1);
+  const auto points = extrapolate(config);
+  set_threads(0);
+  ASSERT_EQ(points.size(), 2u * 2u * 2u);  // rules x seeds x lengths
+  EXPECT_EQ(points[0].checkpoint, dir / "runs/none-seed0");
+  EXPECT_EQ(points[2].checkpoint, dir / "runs/none-seed1");
+  EXPECT_EQ(points[4].checkpoint, dir / "runs/ssmax-seed0");
+  for (const auto& p : points) EXPECT_EQ(p.rule, p.trained);
+  EXPECT_EQ(points[4].trained, BetaRule::kSsmax);
+  EXPECT_EQ(points[1].seq_len, 64);
+  const Restored r = restore(dir / "runs/none-seed1");
+  EXPECT_EQ(r.step, 4);
+  EXPECT_EQ(r.config.trainer.seed, 8);  // the config's seed 7, plus 1
+  // a second call finds the finished runs and evaluates the same models
+  const auto again = extrapolate(config);
+  ASSERT_EQ(again.size(), points.size());
+  for (size_t i = 0; i < points.size(); ++i) EXPECT_DOUBLE_EQ(again[i].loss, points[i].loss);
+  const auto curves = extrapolate_curves(points);
+  ASSERT_EQ(curves.size(), 2u);
+  EXPECT_EQ(curves[1].rule, BetaRule::kSsmax);
+  EXPECT_EQ(curves[0].runs, 2);
+  EXPECT_DOUBLE_EQ(curves[0].accuracy[1], (points[1].accuracy + points[3].accuracy) / 2);
+  EXPECT_LE(curves[0].low[1], curves[0].accuracy[1]);
+  EXPECT_GE(curves[0].high[1], curves[0].accuracy[1]);
+  write_extrapolate_plot(points, dir / "x.png");
+  EXPECT_EQ(test::read_text(dir / "x.png").substr(1, 3), "PNG");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "../models/model_config.h"
 #include "recall/error.h"
 #include "recall/io.h"
+#include "recall/presets.h"
 #include "recall/train_config.h"
 
 namespace recall {
@@ -332,6 +333,15 @@ TrainConfig train_config_from_toml(std::string_view text, const std::string& sou
 
 TrainConfig train_config_from_file(const std::string& path,
                                    const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (const auto preset = preset_toml(path); preset && path != "bench-gpt")
+      return train_config_from_toml(*preset, "preset " + path, overrides, ".");
+    throw UsageError(fmt::format(
+        "--config {}: no such file; give a TOML file or a preset (mqar-tiny, facts-tiny, "
+        "text-tiny)",
+        path));
+  }
   const std::string text = read_file("--config", path);
   const auto dir = std::filesystem::path(path).parent_path().string();
   return train_config_from_toml(text, path, overrides, dir.empty() ? "." : dir);

@@ -167,7 +167,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   else
     write_file_atomic(metrics_file, "");
   std::ofstream metrics(metrics_file, std::ios::app);
-  if (options.progress) fmt::print("# resolved config\n{}", config.to_toml());
+  if (options.progress && options.print_config)
+    fmt::print("# resolved config\n{}", config.to_toml());
   std::fflush(stdout);
 
   auto save = [&] {

@@ -1,5 +1,7 @@
-// Length extrapolation (SPEC sections 4, 6): the accuracy of trained checkpoints at multiples of
-// their training length, under their trained beta rule or rules applied at evaluation.
+// Length extrapolation (SPEC sections 4, 6): does a beta that grows with log M keep recall at
+// longer contexts in a trained model? Either trains one model per beta rule (and seed) from a
+// config, each evaluated under its own rule, or takes checkpoints, evaluated under their trained
+// rule or rules applied at evaluation; accuracy at multiples of the training length.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,9 +12,19 @@
 namespace recall {
 
 struct ExtrapolateConfig {
-  std::vector<std::string> checkpoints;             // run folders or checkpoint files
+  // Either checkpoints (run folders or checkpoint files) ...
+  std::vector<std::string> checkpoints;
+  // ... or a training config, trained once per rule and seed into out_dir/<rule>[-seed<k>] (a
+  // folder holding a run already is resumed, and a finished run is reused).
+  std::string train_config;
+  std::vector<std::string> sets;  // "key=value" overrides of train_config
+  std::string out_dir;
+  int64_t seeds = 1;  // seeds seed, seed + 1, ... of the config
+  bool progress = false;
+  // checkpoints: the rules at evaluation (empty: each trained rule); training: the rules trained
+  // (empty: all five).
+  std::vector<BetaRule> rules;
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
-  std::vector<BetaRule> rules;                      // empty: each checkpoint's trained rule
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size, as recall eval's
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
@@ -26,11 +38,25 @@ struct ExtrapolatePoint {
   double accuracy = 0, loss = 0;
 };
 
-// Checkpoints in order, then rules, then lengths. Throws UsageError for a checkpoint that cannot
-// be read or whose learned positions do not reach the longest length.
+// Checkpoints (or trained runs) in order, then rules, then lengths. Throws UsageError for a
+// checkpoint that cannot be read, a config that does not parse, or learned positions that do not
+// reach the longest length.
 std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config);
+
+// Mean accuracy over the checkpoints of each (trained rule, rule at evaluation), per multiple.
+struct ExtrapolateCurve {
+  BetaRule trained = BetaRule::kNone, rule = BetaRule::kNone;
+  int64_t runs = 0;
+  std::vector<int64_t> multiples;
+  std::vector<double> accuracy;   // mean over runs
+  std::vector<double> low, high;  // smallest and largest over runs
+};
+std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePoint>& points);
 
 std::string extrapolate_table(const std::vector<ExtrapolatePoint>& points);
 std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points);
+// Accuracy against the multiple of the training length (log2), one line per curve, the range over
+// runs as error bars. PNG or SVG by the extension.
+void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path);
 
 }  // namespace recall

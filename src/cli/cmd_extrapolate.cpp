@@ -1,4 +1,5 @@
-// recall extrapolate: accuracy of checkpoints at 1x .. 16x their training length, per beta rule.
+// recall extrapolate: mqar accuracy at 1x .. 16x the training length, per beta rule, of runs it
+// trains itself (--config, one per rule) or of checkpoints.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -7,29 +8,39 @@
 #include "recall/error.h"
 #include "recall/extrapolate.h"
 #include "recall/io.h"
+#include "recall/plot.h"
 
 namespace recall::cli {
 
 void add_extrapolate(CLI::App& root, Action& action) {
   struct Opts {
-    std::string json;
+    std::string json, plot;
     std::vector<std::string> rules;
     ExtrapolateConfig config;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd =
-      root.add_subcommand("extrapolate", "accuracy of checkpoints at multiples of their length");
-  cmd->add_option("--checkpoints", o->config.checkpoints, "run folders or checkpoint files")
-      ->delimiter(',')
-      ->required();
+  auto* cmd = root.add_subcommand(
+      "extrapolate", "accuracy at multiples of the training length, one trained run per rule");
+  cmd->add_option("--config", o->config.train_config,
+                  "train this config once per rule, e.g. models/mqar-tiny.toml");
+  cmd->add_option("--set", o->config.sets, "override a config key: --set key=value (repeatable)");
+  cmd->add_option("--out", o->config.out_dir, "with --config: runs go to OUT/<rule>");
+  cmd->add_option("--seeds", o->config.seeds, "with --config: runs per rule, seeds seed, seed+1..")
+      ->capture_default_str();
+  cmd->add_option("--checkpoints", o->config.checkpoints,
+                  "instead of --config: run folders or checkpoint files")
+      ->delimiter(',');
   cmd->add_option("--lengths", o->config.lengths, "multiples of the training length")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--rules", o->rules, "beta rules at evaluation (default: each trained rule)")
+  cmd->add_option("--rules", o->rules,
+                  "--config: rules trained (default all five); --checkpoints: rules at "
+                  "evaluation (default each trained rule)")
       ->delimiter(',');
   cmd->add_option("--batches", o->config.batches, "evaluation batches per point")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->add_option("--plot", o->plot, "write accuracy against length to this file (.png or .svg)");
   cmd->callback([o, &action] {
     for (const auto& name : o->rules) {
       try {
@@ -40,10 +51,13 @@ void add_extrapolate(CLI::App& root, Action& action) {
     }
     o->config.validate();
     if (!o->json.empty()) check_output_path("--json", o->json);
+    if (!o->plot.empty()) check_plot_path("--plot", o->plot);
+    o->config.progress = true;
     action = [o] {
       const auto points = extrapolate(o->config);
       std::fputs(extrapolate_table(points).c_str(), stdout);
       if (!o->json.empty()) write_file_atomic(o->json, extrapolate_json(points));
+      if (!o->plot.empty()) write_extrapolate_plot(points, o->plot);
       return 0;
     };
   });

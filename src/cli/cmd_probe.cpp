@@ -9,6 +9,7 @@
 #include "recall/bench.h"
 #include "recall/error.h"
 #include "recall/io.h"
+#include "recall/plot.h"
 #include "recall/probe_report.h"
 
 namespace recall::cli {
@@ -105,12 +106,7 @@ void add_probe(CLI::App& root, Action& action) {
     resolve_rules(o->config, o->rules, o->no_rules);
     if (!o->json.empty()) check_output_path("--json", o->json);
     if (!o->csv.empty()) check_output_path("--csv", o->csv);
-    if (!o->plot.empty()) {
-      check_output_path("--plot", o->plot);
-      const auto ext = o->plot.size() >= 4 ? o->plot.substr(o->plot.size() - 4) : "";
-      if (ext != ".png" && ext != ".svg")
-        throw UsageError(fmt::format("--plot {}: the file must end in .png or .svg", o->plot));
-    }
+    if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o] {
       Progress progress("probe");
       ProgressFn fn;

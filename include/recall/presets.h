@@ -1,0 +1,15 @@
+// The preset configs of models/ (mqar-tiny, facts-tiny, text-tiny, bench-gpt), compiled into the
+// library: `--config mqar-tiny` works from any folder, and `recall report` needs no source tree.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace recall {
+
+// The TOML text of the preset `name` (the file name without .toml), or nullopt.
+std::optional<std::string_view> preset_toml(const std::string& name);
+std::vector<std::string> preset_names();
+
+}  // namespace recall

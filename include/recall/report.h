@@ -1,0 +1,36 @@
+// recall report: the essay's reproduction and the trained-model experiments at toy size, in one
+// Markdown report with PNG plots (issue 5):
+//   1. theory capacities of the random stores at d_k = 64, beta = 8, beside the essay's figures;
+//   2. the probe: measured capacities beside theory, and the sharpness rules' ISR (probe.png);
+//   3. mqar-tiny trained under each beta rule, accuracy at 1x .. 16x its length (extrapolate.png);
+//   4. the heads of the mqar run trained with rule none: which recall, their ISR with length;
+//   5. trained stores against constructed ones of the same width (fit.png);
+//   6. facts: an MLP against learned key-values at equal parameters, each read as a store.
+// The default run takes about 20 minutes on 2 cores; quick (a test runs it) about 3.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace recall {
+
+struct ReportConfig {
+  std::string out_dir;  // report.md, plots and JSON; training runs under out_dir/runs
+  bool quick = false;
+  bool progress = true;  // a line per step on stderr
+
+  // The sizes of each experiment, set from quick.
+  int64_t probe_trials = 16;
+  int64_t mqar_steps = 2500, mqar_seeds = 3, extrapolate_batches = 4;
+  std::vector<int64_t> inspect_lengths = {1, 2, 4, 8, 16};
+  std::vector<int64_t> fit_widths = {8, 16, 32, 64};
+  int64_t fit_steps = 1000;
+  int64_t facts_steps = 16000;
+  static ReportConfig make(const std::string& out_dir, bool quick);
+};
+
+// Runs everything and writes out_dir/report.md last (atomically); returns its path. Runs found in
+// out_dir/runs from an earlier call with the same sizes are reused.
+std::string run_report(const ReportConfig& config);
+
+}  // namespace recall
