@@ -145,7 +145,8 @@ class Report {
         "## 2. The probe: measured capacity beside theory\n\n"
         "`recall probe --trials {}` ({:.0f} s): ISR of stored keys against M, {} trials of {} "
         "queries. The median crossing is where the pooled median ISR falls through 1 (the "
-        "trial range is the same per trial); the RMS crossing is what theory predicts, since "
+        "trial range: the same crossing in each trial alone); the RMS crossing is what theory "
+        "predicts, since "
         "theory gives E[ISR^2].\n\n{}\n"
         "Softmax ISR under each sharpness rule (median, theory RMS in brackets), L = {}, "
         "beta_0 = {}:\n\n{}\n![probe](probe.png)\n",
@@ -194,7 +195,7 @@ class Report {
         "## 3. Trained attention at longer contexts\n\n"
         "`recall extrapolate --config mqar-tiny --set steps={} --seeds {}`: mqar-tiny (8 pairs "
         "in 32 tokens, 2 layers x 4 heads, RoPE, no MLP) trained once per rule and seed, then "
-        "scored at 1x to 16x its length ({} evaluation batches of 64 prompts per point; the "
+        "scored at 1x to 16x its length ({} x 64 prompts per point; the "
         "8 pairs stay, the query region grows). Mean accuracy over seeds, [min, max] when "
         "there are several. Rows where training and evaluation differ are runs trained with "
         "`none`, for which qwen and yarn are the identity up to L.\n\n{}\n"
