@@ -1,0 +1,126 @@
+// Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix, its
+// backward, and the reductions they need. Plain loops written so that the compiler vectorises them
+// (16-float vectors, a branch-free exp); on x86-64 Linux each kernel is also
+// compiled for AVX2 and AVX-512 machines and picked at load time (GCC/Clang target_clones).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define RECALL_VECTOR_CLONES \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define RECALL_VECTOR_CLONES
+#endif
+
+namespace recall::row_math {
+
+// 16 floats in one value; the compiler maps it onto whatever registers the target has.
+typedef float Vec __attribute__((vector_size(64)));
+typedef int32_t IVec __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+
+#define RECALL_INLINE inline __attribute__((always_inline))
+
+RECALL_INLINE Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+RECALL_INLINE void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+RECALL_INLINE Vec splat(float x) { return Vec{} + x; }
+RECALL_INLINE Vec vmax(Vec a, Vec b) { return a > b ? a : b; }
+
+// exp(x) for x <= 0 (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r,
+// times 2^n built in the exponent bits); relative error about 2e-7. Below -87 it returns about
+// e^-87 < 2^-125: negligible beside the row maximum's e^0 = 1 in a softmax.
+RECALL_INLINE Vec exp_nonpositive(Vec x) {
+  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the bits
+  x = vmax(x, splat(-87.0f));
+  const Vec shifted = x * 1.44269504088896341f + kShift;
+  const Vec n = shifted - kShift;                           // round(x / ln 2), in [-126, 0]
+  const Vec r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 = 0.693359375 - 2.12e-4
+  Vec p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  IVec bits, shift_bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  const Vec shift = splat(kShift);
+  std::memcpy(&shift_bits, &shift, sizeof shift_bits);
+  const IVec scale_bits = (bits - shift_bits + 127) << 23;  // 2^n
+  Vec scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+RECALL_INLINE float exp_nonpositive(float x) {
+  return exp_nonpositive(splat(x))[0];
+}
+
+RECALL_INLINE float max_of(const float* x, int64_t n) {
+  Vec acc = splat(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc = vmax(acc, load(x + j));
+  float m = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  for (int k = 0; k < kLanes; ++k) m = std::max(m, acc[k]);
+  return m;
+}
+
+// Sum of exp(x - m) over x[0, n), each term stored back into x.
+RECALL_INLINE float exp_in_place(float* x, int64_t n, float m) {
+  Vec acc{};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const Vec e = exp_nonpositive(load(x + j) - m);
+    store(x + j, e);
+    acc += e;
+  }
+  float s = 0.0f;
+  for (; j < n; ++j) s += x[j] = exp_nonpositive(x[j] - m);
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+RECALL_INLINE float dot_of(const float* x, const float* y, int64_t n) {
+  Vec acc{};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc += load(x + j) * load(y + j);
+  float s = 0.0f;
+  for (; j < n; ++j) s += x[j] * y[j];
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+// P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
+// masked. Replaces each row with the softmax over what it sees, and zeros after.
+RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
+                                                     int64_t first) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* p = P + i * w;
+    const int64_t n = std::min(w, first + i + 1);
+    const float inv = 1.0f / exp_in_place(p, n, max_of(p, n));
+    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+    std::fill(p + n, p + w, 0.0f);
+  }
+}
+
+// The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w.
+RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
+                                                       int64_t w) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* p = P + i * w;
+    float* g = G + i * w;
+    const float d = dot_of(p, g, w);
+    for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - d);
+  }
+}
+
+}  // namespace recall::row_math
