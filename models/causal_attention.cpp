@@ -72,7 +72,7 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
           const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
           float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];  // (r, w)
           gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f,
-               P, w);                            // alpha q_blk k^T
+               P, w);  // alpha q_blk k^T
           // In place; row t0 + j sees the memories and context keys up to its own position.
           row_math::causal_softmax_rows(P, r, w, n_mem + t0);
           gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
@@ -113,7 +113,7 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
           float* G = dP.data();                                                       // (r, w)
           gemm('N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G, w);  // gy v^T
           gemm('T', 'N', w, d, r, 1.0f, P, w, gi.row(t0), gi.ld, 1.0f, gvi.p,
-               gvi.ld);                            // gv += P^T gy
+               gvi.ld);                                 // gv += P^T gy
           row_math::softmax_backward_rows(P, G, r, w);  // dS = P * (dP - sum_j P dP), in place
           gemm('N', 'N', r, d, w, alpha, G, w, ki.p, ki.ld, 0.0f, gqi.row(t0), gqi.ld);  // dS k
           gemm('T', 'N', w, d, r, alpha, G, w, qi.row(t0), qi.ld, 1.0f, gki.p,

@@ -10,8 +10,7 @@
 #include <limits>
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
-#define RECALL_VECTOR_CLONES \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
+#define RECALL_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define RECALL_VECTOR_CLONES
 #endif
@@ -30,9 +29,15 @@ RECALL_INLINE Vec load(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-RECALL_INLINE void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-RECALL_INLINE Vec splat(float x) { return Vec{} + x; }
-RECALL_INLINE Vec vmax(Vec a, Vec b) { return a > b ? a : b; }
+RECALL_INLINE void store(float* p, Vec v) {
+  std::memcpy(p, &v, sizeof v);
+}
+RECALL_INLINE Vec splat(float x) {
+  return Vec{} + x;
+}
+RECALL_INLINE Vec vmax(Vec a, Vec b) {
+  return a > b ? a : b;
+}
 
 // exp(x) for x <= 0 (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r,
 // times 2^n built in the exponent bits); relative error about 2e-7. Below -87 it returns about

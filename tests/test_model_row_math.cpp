@@ -20,8 +20,8 @@ TEST(ModelRowMath, ExpMatchesStdExpOnTheSoftmaxRange) {
 
 TEST(ModelRowMath, CausalSoftmaxRowsMatchesMaskedSoftmax) {
   torch::manual_seed(3);
-  for (auto [rows, w, first] : {std::array<int64_t, 3>{5, 37, 20}, {64, 256, 192}, {3, 3, 0},
-                                {4, 40, 36}, {2, 17, 100}}) {
+  for (auto [rows, w, first] :
+       {std::array<int64_t, 3>{5, 37, 20}, {64, 256, 192}, {3, 3, 0}, {4, 40, 36}, {2, 17, 100}}) {
     auto logits = torch::randn({rows, w}) * 30;  // wide range: exercises the max shift and clamp
     auto mask = torch::ones({rows, w}, torch::kBool).triu(first + 1);  // hidden keys
     auto want = torch::softmax(logits.masked_fill(mask, -INFINITY), 1);
