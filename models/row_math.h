@@ -1,7 +1,7 @@
-// Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix, its
-// backward, and the reductions they need. Plain loops written so that the compiler vectorises them
-// (16-float vectors, a branch-free exp); on x86-64 Linux each kernel is also
-// compiled for AVX2 and AVX-512 machines and picked at load time (GCC/Clang target_clones).
+// Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix and its
+// backward, bias + exact GELU and its backward, and the reductions they need. Written on 16-float
+// vectors (GCC vector extensions; branch-free exp and erf) so that they vectorise; on x86-64 Linux
+// each kernel is also compiled for AVX2 and AVX-512 machines and picked at load time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -102,6 +102,76 @@ RECALL_INLINE float dot_of(const float* x, const float* y, int64_t n) {
   for (; j < n; ++j) s += x[j] * y[j];
   for (int k = 0; k < kLanes; ++k) s += acc[k];
   return s;
+}
+
+// The exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, and its derivative
+// Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). erf by Abramowitz & Stegun 7.1.26
+// (|error| <= 1.5e-7): erf|u| = 1 - t (a1 + t (a2 + ... + t a5)) exp(-u^2), t = 1 / (1 + p |u|);
+// the same exp(-u^2), u = x / sqrt 2, gives phi.
+struct GeluParts {
+  Vec cdf;  // Phi(x)
+  Vec pdf;  // phi(x)
+};
+
+RECALL_INLINE GeluParts gelu_parts(Vec x) {
+  const Vec u = x * 0.70710678118654752f;
+  const Vec au = u < 0.0f ? -u : u;
+  const Vec t = 1.0f / (1.0f + 0.3275911f * au);
+  Vec poly = splat(1.061405429f);
+  poly = poly * t - 1.453152027f;
+  poly = poly * t + 1.421413741f;
+  poly = poly * t - 0.284496736f;
+  poly = poly * t + 0.254829592f;
+  poly = poly * t;
+  const Vec e = exp_nonpositive(-(u * u));  // exp(-x^2 / 2)
+  const Vec erf_abs = 1.0f - poly * e;
+  const Vec erf = u < 0.0f ? -erf_abs : erf_abs;
+  return {0.5f * (1.0f + erf), e * 0.39894228040143268f};
+}
+
+// y = gelu(x + bias) over n rows of w, row-major; s (may alias x) receives x + bias, the
+// pre-activation the backward needs. bias: w floats.
+RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
+                                                float* y, int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    float* si = s + i * w;
+    float* yi = y + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(xi + j) + load(bias + j);
+      store(si + j, v);
+      store(yi + j, v * gelu_parts(v).cdf);
+    }
+    for (; j < w; ++j) {
+      const float v = xi[j] + bias[j];
+      si[j] = v;
+      yi[j] = v * gelu_parts(splat(v)).cdf[0];
+    }
+  }
+}
+
+// gs = g * gelu'(s) over n rows of w; gbias (w floats) += the column sums of gs.
+RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, float* gs,
+                                                    float* gbias, int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gi = g + i * w;
+    const float* si = s + i * w;
+    float* oi = gs + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(si + j);
+      const GeluParts p = gelu_parts(v);
+      const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
+      store(oi + j, d);
+      store(gbias + j, load(gbias + j) + d);
+    }
+    for (; j < w; ++j) {
+      const GeluParts p = gelu_parts(splat(si[j]));
+      oi[j] = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
+      gbias[j] += oi[j];
+    }
+  }
 }
 
 // P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is

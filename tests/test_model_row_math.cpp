@@ -46,5 +46,27 @@ TEST(ModelRowMath, SoftmaxBackwardRowsMatchesAutograd) {
   }
 }
 
+TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
+  torch::manual_seed(5);
+  const int64_t n = 9, w = 35;  // ragged: 2 vectors and 3 leftover columns per row
+  auto x = torch::randn({n, w}) * 4;
+  x[0][0] = 0.0f;  // exact points and the tails, where erf saturates
+  x[0][1] = -12.0f;
+  x[0][2] = 12.0f;
+  auto bias = torch::randn({w}), g = torch::randn({n, w});
+  auto s = torch::empty({n, w}), y = torch::empty({n, w}), gs = torch::empty({n, w});
+  row_math::bias_gelu_rows(x.data_ptr<float>(), bias.data_ptr<float>(), s.data_ptr<float>(),
+                           y.data_ptr<float>(), n, w);
+  auto want_s = (x + bias).to(torch::kFloat64);
+  EXPECT_TRUE(torch::equal(s, x + bias));
+  EXPECT_LT((y - torch::gelu(want_s)).abs().max().item<double>(), 1e-6 * 12);
+  auto gbias = torch::ones({w});  // accumulates onto what is there
+  row_math::gelu_backward_rows(g.data_ptr<float>(), s.data_ptr<float>(), gs.data_ptr<float>(),
+                               gbias.data_ptr<float>(), n, w);
+  auto want_gs = torch::gelu_backward(g.to(torch::kFloat64), want_s);
+  EXPECT_LT((gs - want_gs).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((gbias - 1 - want_gs.sum(0)).abs().max().item<double>(), 1e-4);
+}
+
 }  // namespace
 }  // namespace recall
