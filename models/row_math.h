@@ -1,7 +1,8 @@
 // Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix and its
-// backward, bias + exact GELU and its backward, and the reductions they need. Written on 16-float
-// vectors (GCC vector extensions; branch-free exp and erf) so that they vectorise; on x86-64 Linux
-// each kernel is also compiled for AVX2 and AVX-512 machines and picked at load time.
+// backward, bias + exact GELU and its backward, LayerNorm and its backward, and the reductions they
+// need. Written on 16-float vectors (GCC vector extensions; branch-free exp and erf) so that they
+// vectorise; on x86-64 Linux each kernel is also compiled for AVX2 and AVX-512 machines and picked
+// at load time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -77,6 +78,16 @@ RECALL_INLINE float max_of(const float* x, int64_t n) {
   for (; j < n; ++j) m = std::max(m, x[j]);
   for (int k = 0; k < kLanes; ++k) m = std::max(m, acc[k]);
   return m;
+}
+
+RECALL_INLINE float sum_of(const float* x, int64_t n) {
+  Vec acc{};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc += load(x + j);
+  float s = 0.0f;
+  for (; j < n; ++j) s += x[j];
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
 }
 
 // Sum of exp(x - m) over x[0, n), each term stored back into x.
@@ -171,6 +182,79 @@ RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float*
       oi[j] = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
       gbias[j] += oi[j];
     }
+  }
+}
+
+// LayerNorm over rows of w: y = (x - mean) * rstd * weight (+ bias), rstd = 1 / sqrt(var + eps),
+// the biased variance (as torch). Writes each row's mean and rstd. bias may be null.
+RECALL_VECTOR_CLONES inline void layer_norm_rows(const float* x, const float* weight,
+                                                 const float* bias, float* y, float* mean,
+                                                 float* rstd, int64_t n, int64_t w, float eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    float* yi = y + i * w;
+    const float m = sum_of(xi, w) / static_cast<float>(w);
+    Vec acc{};
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec c = load(xi + j) - m;
+      acc += c * c;
+    }
+    float var = 0.0f;
+    for (; j < w; ++j) var += (xi[j] - m) * (xi[j] - m);
+    for (int k = 0; k < kLanes; ++k) var += acc[k];
+    const float r = 1.0f / std::sqrt(var / static_cast<float>(w) + eps);
+    mean[i] = m;
+    rstd[i] = r;
+    for (j = 0; j + kLanes <= w; j += kLanes) {
+      Vec v = (load(xi + j) - m) * r * load(weight + j);
+      if (bias) v += load(bias + j);
+      store(yi + j, v);
+    }
+    for (; j < w; ++j) yi[j] = (xi[j] - m) * r * weight[j] + (bias ? bias[j] : 0.0f);
+  }
+}
+
+// The LayerNorm backward over rows of w, with xhat = (x - mean) rstd and gh = g * weight:
+// gx = rstd (gh - mean_j(gh) - xhat mean_j(gh xhat)); gweight += sum_i g xhat; gbias += sum_i g.
+RECALL_VECTOR_CLONES inline void layer_norm_backward_rows(const float* g, const float* x,
+                                                          const float* weight, const float* mean,
+                                                          const float* rstd, float* gx,
+                                                          float* gweight, float* gbias, int64_t n,
+                                                          int64_t w) {
+  const float inv_w = 1.0f / static_cast<float>(w);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gi = g + i * w;
+    const float* xi = x + i * w;
+    float* oi = gx + i * w;
+    const float m = mean[i], r = rstd[i];
+    Vec acc_gh{}, acc_ghx{};
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec gv = load(gi + j), xhat = (load(xi + j) - m) * r, gh = gv * load(weight + j);
+      acc_gh += gh;
+      acc_ghx += gh * xhat;
+      store(gweight + j, load(gweight + j) + gv * xhat);
+      store(gbias + j, load(gbias + j) + gv);
+    }
+    float s_gh = 0.0f, s_ghx = 0.0f;
+    for (; j < w; ++j) {
+      const float xhat = (xi[j] - m) * r, gh = gi[j] * weight[j];
+      s_gh += gh;
+      s_ghx += gh * xhat;
+      gweight[j] += gi[j] * xhat;
+      gbias[j] += gi[j];
+    }
+    for (int k = 0; k < kLanes; ++k) {
+      s_gh += acc_gh[k];
+      s_ghx += acc_ghx[k];
+    }
+    const float a = s_gh * inv_w, b = s_ghx * inv_w;
+    for (j = 0; j + kLanes <= w; j += kLanes) {
+      const Vec xhat = (load(xi + j) - m) * r;
+      store(oi + j, r * (load(gi + j) * load(weight + j) - a - xhat * b));
+    }
+    for (; j < w; ++j) oi[j] = r * (gi[j] * weight[j] - a - (xi[j] - m) * r * b);
   }
 }
 
