@@ -6,6 +6,7 @@
 
 #include "gemm.h"
 #include "recall/error.h"
+#include "row_math.h"
 
 namespace recall {
 
@@ -61,7 +62,6 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     const Layout lay(T, n_mem);
     auto probs = torch::empty({B * H, lay.item}, q.options());  // packed softmax weights
     auto y = torch::empty({B, T, H, d}, q.options());
-    const float neg_inf = -std::numeric_limits<float>::infinity();
     at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const auto qi = item_of(q, q.data_ptr<float>(), i / H, i % H);
@@ -72,11 +72,9 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
           const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
           float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];  // (r, w)
           gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f,
-               P, w);                            // alpha q_blk k^T
-          for (int64_t row = 0; row < r; ++row)  // hide keys after the row's own position
-            std::fill(P + row * w + n_mem + t0 + row + 1, P + (row + 1) * w, neg_inf);
-          auto block = torch::from_blob(P, {r, w}, q.options());
-          at::_softmax_out(block, block, 1, false);  // in place, row by row
+               P, w);  // alpha q_blk k^T
+          // In place; row t0 + j sees the memories and context keys up to its own position.
+          row_math::causal_softmax_rows(P, r, w, n_mem + t0);
           gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
         }
       }
@@ -115,14 +113,8 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
           float* G = dP.data();                                                       // (r, w)
           gemm('N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G, w);  // gy v^T
           gemm('T', 'N', w, d, r, 1.0f, P, w, gi.row(t0), gi.ld, 1.0f, gvi.p,
-               gvi.ld);                            // gv += P^T gy
-          for (int64_t row = 0; row < r; ++row) {  // dS = P * (dP - sum_j P dP), in place
-            const float* p = P + row * w;
-            float* g = G + row * w;
-            float dot = 0.0f;
-            for (int64_t j = 0; j < w; ++j) dot += p[j] * g[j];
-            for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - dot);
-          }
+               gvi.ld);                                 // gv += P^T gy
+          row_math::softmax_backward_rows(P, G, r, w);  // dS = P * (dP - sum_j P dP), in place
           gemm('N', 'N', r, d, w, alpha, G, w, ki.p, ki.ld, 0.0f, gqi.row(t0), gqi.ld);  // dS k
           gemm('T', 'N', w, d, r, alpha, G, w, qi.row(t0), qi.ld, 1.0f, gki.p,
                gki.ld);  // += dS^T q

@@ -1,5 +1,6 @@
 // Data parallelism inside one training step on a multi-core CPU: the batch is split into `workers`
-// row slices; each slice runs forward and backward on its own thread with torch single-threaded,
+// row slices; each slice runs forward and backward on its own thread with torch single-threaded
+// (threads kept for the life of the process, one set per worker count, so steps start no threads),
 // and the gradients of the shared parameters accumulate (autograd locks each accumulation). The
 // result is the gradient of the mean loss over the whole batch, as one backward would give, but
 // with no fork/join per tensor op: workers only meet once per step. On small models with many small

@@ -57,6 +57,8 @@ torch::Tensor FeedForwardImpl::activate(const torch::Tensor& s) const {
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   switch (options.kind()) {
     case FfnKind::kMlp:
+      if (options.activation() == Activation::kGelu && w1->bias.defined())
+        return lin(w2, fast_linear_gelu(x, w1->weight, w1->bias));  // one fused pass each way
       return lin(w2, activate(lin(w1, x)));
     case FfnKind::kSwiglu:
       return lin(w2, torch::silu(lin(w1, x)) * lin(w3, x));

@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include "row_math.h"
+
 namespace recall {
 
 namespace {
@@ -124,6 +126,51 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   }
 };
 
+// y = gelu(x W^T + b) for 2-D x (n, in), W (out, in), b (out,): the product, then one pass adding
+// the bias and applying the exact GELU, keeping the pre-activation s for the backward, whose one
+// pass gives gs = g gelu'(s) and the bias gradient together.
+struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    auto s = raw_matmul(x, weight.t(), 1.0);  // (n, out), bias added below
+    auto b = bias.contiguous();
+    auto y = torch::empty_like(s);
+    const int64_t n = s.size(0), w = s.size(1);
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(w, 1));
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+      float* ps = s.data_ptr<float>() + begin * w;
+      row_math::bias_gelu_rows(ps, b.data_ptr<float>(), ps, y.data_ptr<float>() + begin * w,
+                               end - begin, w);
+    });
+    ctx->save_for_backward({x, weight, s});
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1], &s = saved[2];
+    const auto g = grads[0].contiguous();  // (n, out)
+    const int64_t n = s.size(0), w = s.size(1);
+    auto gs = torch::empty_like(s);
+    // Bias gradient: per-thread partial column sums, added up after.
+    const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
+    auto partial = torch::zeros({chunks, w}, s.options());
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+        row_math::gelu_backward_rows(
+            g.data_ptr<float>() + begin * w, s.data_ptr<float>() + begin * w,
+            gs.data_ptr<float>() + begin * w, partial.data_ptr<float>() + c * w, end - begin, w);
+      }
+    });
+    torch::Tensor gx, gw;
+    if (ctx->needs_input_grad(0)) gx = raw_matmul(gs, weight, 1.0);  // (n, out) @ (out, in)
+    if (ctx->needs_input_grad(1)) gw = raw_matmul(gs.t(), x, 1.0);   // (out, n) @ (n, in)
+    return {gx, gw, partial.sum(0)};
+  }
+};
+
 }  // namespace
 
 bool fast_gemm_available() {
@@ -155,6 +202,22 @@ torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight,
   }
   auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
   return LinearFunction::apply(x2, weight, b).view(out_sizes);  // (..., out)
+}
+
+torch::Tensor fast_linear_gelu(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+  auto x2 = x.reshape({-1, x.size(-1)});  // (n, in)
+  if (!use_fast(x2, weight.t()) || bias.scalar_type() != torch::kFloat32 || bias.dim() != 1 ||
+      bias.size(0) != weight.size(0))
+    return linear_gelu_reference(x, weight, bias);
+  auto out_sizes = x.sizes().vec();
+  out_sizes.back() = weight.size(0);
+  return LinearGeluFunction::apply(x2, weight, bias).view(out_sizes);  // (..., out)
+}
+
+torch::Tensor linear_gelu_reference(const torch::Tensor& x, const torch::Tensor& weight,
+                                    const torch::Tensor& bias) {
+  return torch::gelu(torch::nn::functional::linear(x, weight, bias));  // exact (erf) GELU
 }
 
 }  // namespace recall

@@ -66,5 +66,27 @@ TEST(ModelGemm, LinearMatchesTorchValuesAndGradients) {
   }
 }
 
+TEST(ModelGemm, LinearGeluMatchesReferenceValuesAndGradients) {
+  torch::manual_seed(9);
+  std::array<std::vector<torch::Tensor>, 2> grads;
+  std::array<torch::Tensor, 2> y;
+  auto g = torch::randn({3, 11, 37});
+  for (int fast = 0; fast < 2; ++fast) {
+    torch::manual_seed(12);
+    auto x = (torch::randn({3, 11, 20}) * 2).requires_grad_(true);  // pre-activations up to ~15
+    auto w = torch::randn({37, 20}).requires_grad_(true);
+    auto b = torch::randn({37}).requires_grad_(true);
+    y[fast] = fast ? fast_linear_gelu(x, w, b) : linear_gelu_reference(x, w, b);
+    (y[fast] * g).sum().backward();
+    grads[fast] = {x.grad(), w.grad(), b.grad()};
+  }
+  expect_close(y[0], y[1], 1e-4);  // |y| ~ 15: float32 rounding of the product
+  for (size_t i = 0; i < grads[0].size(); ++i) expect_close(grads[0][i], grads[1][i], 1e-3);
+  // float64 input takes the reference path.
+  auto xd = torch::randn({4, 5}, torch::kFloat64), wd = torch::randn({3, 5}, torch::kFloat64);
+  auto bd = torch::randn({3}, torch::kFloat64);
+  EXPECT_TRUE(torch::allclose(fast_linear_gelu(xd, wd, bd), linear_gelu_reference(xd, wd, bd)));
+}
+
 }  // namespace
 }  // namespace recall

@@ -8,10 +8,12 @@
 #include "commands.h"
 #include "recall/blas.h"
 #include "recall/error.h"
+#include "recall/memory.h"
 #include "recall/threads.h"
 
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
+  recall::keep_freed_memory();
   CLI::App app{"recall: transformer layers as associative memory stores"};
   app.require_subcommand(1);
   app.fallthrough();  // --threads may come after the subcommand

@@ -1,0 +1,285 @@
+// Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix and its
+// backward, bias + exact GELU and its backward, LayerNorm and its backward, and the reductions they
+// need. Written on 16-float vectors (GCC vector extensions; branch-free exp and erf) so that they
+// vectorise; on x86-64 Linux each kernel is also compiled for AVX2 and AVX-512 machines and picked
+// at load time.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define RECALL_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define RECALL_VECTOR_CLONES
+#endif
+
+namespace recall::row_math {
+
+// 16 floats in one value; the compiler maps it onto whatever registers the target has.
+typedef float Vec __attribute__((vector_size(64)));
+typedef int32_t IVec __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+
+#define RECALL_INLINE inline __attribute__((always_inline))
+
+RECALL_INLINE Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+RECALL_INLINE void store(float* p, Vec v) {
+  std::memcpy(p, &v, sizeof v);
+}
+RECALL_INLINE Vec splat(float x) {
+  return Vec{} + x;
+}
+RECALL_INLINE Vec vmax(Vec a, Vec b) {
+  return a > b ? a : b;
+}
+
+// exp(x) for x <= 0 (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r,
+// times 2^n built in the exponent bits); relative error about 2e-7. Below -87 it returns about
+// e^-87 < 2^-125: negligible beside the row maximum's e^0 = 1 in a softmax.
+RECALL_INLINE Vec exp_nonpositive(Vec x) {
+  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the bits
+  x = vmax(x, splat(-87.0f));
+  const Vec shifted = x * 1.44269504088896341f + kShift;
+  const Vec n = shifted - kShift;                           // round(x / ln 2), in [-126, 0]
+  const Vec r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 = 0.693359375 - 2.12e-4
+  Vec p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  IVec bits, shift_bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  const Vec shift = splat(kShift);
+  std::memcpy(&shift_bits, &shift, sizeof shift_bits);
+  const IVec scale_bits = (bits - shift_bits + 127) << 23;  // 2^n
+  Vec scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+RECALL_INLINE float exp_nonpositive(float x) {
+  return exp_nonpositive(splat(x))[0];
+}
+
+RECALL_INLINE float max_of(const float* x, int64_t n) {
+  Vec acc = splat(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc = vmax(acc, load(x + j));
+  float m = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  for (int k = 0; k < kLanes; ++k) m = std::max(m, acc[k]);
+  return m;
+}
+
+RECALL_INLINE float sum_of(const float* x, int64_t n) {
+  Vec acc{};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc += load(x + j);
+  float s = 0.0f;
+  for (; j < n; ++j) s += x[j];
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+// Sum of exp(x - m) over x[0, n), each term stored back into x.
+RECALL_INLINE float exp_in_place(float* x, int64_t n, float m) {
+  Vec acc{};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const Vec e = exp_nonpositive(load(x + j) - m);
+    store(x + j, e);
+    acc += e;
+  }
+  float s = 0.0f;
+  for (; j < n; ++j) s += x[j] = exp_nonpositive(x[j] - m);
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+RECALL_INLINE float dot_of(const float* x, const float* y, int64_t n) {
+  Vec acc{};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc += load(x + j) * load(y + j);
+  float s = 0.0f;
+  for (; j < n; ++j) s += x[j] * y[j];
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+// The exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, and its derivative
+// Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). erf by Abramowitz & Stegun 7.1.26
+// (|error| <= 1.5e-7): erf|u| = 1 - t (a1 + t (a2 + ... + t a5)) exp(-u^2), t = 1 / (1 + p |u|);
+// the same exp(-u^2), u = x / sqrt 2, gives phi.
+struct GeluParts {
+  Vec cdf;  // Phi(x)
+  Vec pdf;  // phi(x)
+};
+
+RECALL_INLINE GeluParts gelu_parts(Vec x) {
+  const Vec u = x * 0.70710678118654752f;
+  const Vec au = u < 0.0f ? -u : u;
+  const Vec t = 1.0f / (1.0f + 0.3275911f * au);
+  Vec poly = splat(1.061405429f);
+  poly = poly * t - 1.453152027f;
+  poly = poly * t + 1.421413741f;
+  poly = poly * t - 0.284496736f;
+  poly = poly * t + 0.254829592f;
+  poly = poly * t;
+  const Vec e = exp_nonpositive(-(u * u));  // exp(-x^2 / 2)
+  const Vec erf_abs = 1.0f - poly * e;
+  const Vec erf = u < 0.0f ? -erf_abs : erf_abs;
+  return {0.5f * (1.0f + erf), e * 0.39894228040143268f};
+}
+
+// y = gelu(x + bias) over n rows of w, row-major; s (may alias x) receives x + bias, the
+// pre-activation the backward needs. bias: w floats.
+RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
+                                                float* y, int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    float* si = s + i * w;
+    float* yi = y + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(xi + j) + load(bias + j);
+      store(si + j, v);
+      store(yi + j, v * gelu_parts(v).cdf);
+    }
+    for (; j < w; ++j) {
+      const float v = xi[j] + bias[j];
+      si[j] = v;
+      yi[j] = v * gelu_parts(splat(v)).cdf[0];
+    }
+  }
+}
+
+// gs = g * gelu'(s) over n rows of w; gbias (w floats) += the column sums of gs.
+RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, float* gs,
+                                                    float* gbias, int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gi = g + i * w;
+    const float* si = s + i * w;
+    float* oi = gs + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(si + j);
+      const GeluParts p = gelu_parts(v);
+      const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
+      store(oi + j, d);
+      store(gbias + j, load(gbias + j) + d);
+    }
+    for (; j < w; ++j) {
+      const GeluParts p = gelu_parts(splat(si[j]));
+      oi[j] = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
+      gbias[j] += oi[j];
+    }
+  }
+}
+
+// LayerNorm over rows of w: y = (x - mean) * rstd * weight (+ bias), rstd = 1 / sqrt(var + eps),
+// the biased variance (as torch). Writes each row's mean and rstd. bias may be null.
+RECALL_VECTOR_CLONES inline void layer_norm_rows(const float* x, const float* weight,
+                                                 const float* bias, float* y, float* mean,
+                                                 float* rstd, int64_t n, int64_t w, float eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    float* yi = y + i * w;
+    const float m = sum_of(xi, w) / static_cast<float>(w);
+    Vec acc{};
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec c = load(xi + j) - m;
+      acc += c * c;
+    }
+    float var = 0.0f;
+    for (; j < w; ++j) var += (xi[j] - m) * (xi[j] - m);
+    for (int k = 0; k < kLanes; ++k) var += acc[k];
+    const float r = 1.0f / std::sqrt(var / static_cast<float>(w) + eps);
+    mean[i] = m;
+    rstd[i] = r;
+    for (j = 0; j + kLanes <= w; j += kLanes) {
+      Vec v = (load(xi + j) - m) * r * load(weight + j);
+      if (bias) v += load(bias + j);
+      store(yi + j, v);
+    }
+    for (; j < w; ++j) yi[j] = (xi[j] - m) * r * weight[j] + (bias ? bias[j] : 0.0f);
+  }
+}
+
+// The LayerNorm backward over rows of w, with xhat = (x - mean) rstd and gh = g * weight:
+// gx = rstd (gh - mean_j(gh) - xhat mean_j(gh xhat)); gweight += sum_i g xhat; gbias += sum_i g.
+RECALL_VECTOR_CLONES inline void layer_norm_backward_rows(const float* g, const float* x,
+                                                          const float* weight, const float* mean,
+                                                          const float* rstd, float* gx,
+                                                          float* gweight, float* gbias, int64_t n,
+                                                          int64_t w) {
+  const float inv_w = 1.0f / static_cast<float>(w);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gi = g + i * w;
+    const float* xi = x + i * w;
+    float* oi = gx + i * w;
+    const float m = mean[i], r = rstd[i];
+    Vec acc_gh{}, acc_ghx{};
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec gv = load(gi + j), xhat = (load(xi + j) - m) * r, gh = gv * load(weight + j);
+      acc_gh += gh;
+      acc_ghx += gh * xhat;
+      store(gweight + j, load(gweight + j) + gv * xhat);
+      store(gbias + j, load(gbias + j) + gv);
+    }
+    float s_gh = 0.0f, s_ghx = 0.0f;
+    for (; j < w; ++j) {
+      const float xhat = (xi[j] - m) * r, gh = gi[j] * weight[j];
+      s_gh += gh;
+      s_ghx += gh * xhat;
+      gweight[j] += gi[j] * xhat;
+      gbias[j] += gi[j];
+    }
+    for (int k = 0; k < kLanes; ++k) {
+      s_gh += acc_gh[k];
+      s_ghx += acc_ghx[k];
+    }
+    const float a = s_gh * inv_w, b = s_ghx * inv_w;
+    for (j = 0; j + kLanes <= w; j += kLanes) {
+      const Vec xhat = (load(xi + j) - m) * r;
+      store(oi + j, r * (load(gi + j) * load(weight + j) - a - xhat * b));
+    }
+    for (; j < w; ++j) oi[j] = r * (gi[j] * weight[j] - a - (xi[j] - m) * r * b);
+  }
+}
+
+// P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
+// masked. Replaces each row with the softmax over what it sees, and zeros after.
+RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
+                                                     int64_t first) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* p = P + i * w;
+    const int64_t n = std::min(w, first + i + 1);
+    const float inv = 1.0f / exp_in_place(p, n, max_of(p, n));
+    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+    std::fill(p + n, p + w, 0.0f);
+  }
+}
+
+// The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w.
+RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
+                                                       int64_t w) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* p = P + i * w;
+    float* g = G + i * w;
+    const float d = dot_of(p, g, w);
+    for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - d);
+  }
+}
+
+}  // namespace recall::row_math
