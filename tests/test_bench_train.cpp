@@ -48,6 +48,8 @@ TEST(BenchTrain, ConfigErrorsNameTheKey) {
   expect_message("d_model = 130\n", "d_model = 130");
   expect_message("d_model = \n", "bench.toml:1");
   EXPECT_THROW(bench_train_options_from_file("/nonexistent/bench.toml"), std::invalid_argument);
+  // a preset name works from any folder and is the file's copy
+  EXPECT_EQ(bench_train_options_from_file("bench-gpt").model.d_model, 128);
 }
 
 TEST(BenchTrain, TinyRunPrintsEveryField) {

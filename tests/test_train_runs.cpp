@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recall/presets.h"
 #include "recall/trainer.h"
 #include "train_test_util.h"
 
@@ -11,31 +12,36 @@ namespace {
 
 using test::TempDir;
 
-TEST(TrainPresets, AllParse) {
+TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
   for (const char* name : {"mqar-tiny", "facts-tiny", "text-tiny"}) {
-    const auto c =
-        train_config_from_file(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml");
+    const std::string file = std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml";
+    const auto c = train_config_from_file(file);
     EXPECT_GE(c.trainer.steps, 1) << name;
+    EXPECT_EQ(train_config_from_file(name).to_toml(), c.to_toml()) << name;
   }
+  for (const auto& name : preset_names()) {
+    const auto text = preset_toml(name);
+    ASSERT_TRUE(text) << name;
+    EXPECT_EQ(*text, test::read_text(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml"));
+  }
+  EXPECT_EQ(preset_names().size(), 4u);  // mqar-tiny, facts-tiny, text-tiny, bench-gpt
+  EXPECT_FALSE(preset_toml("missing"));
 }
 
 // A smaller mqar than the preset: 4 pairs in 16 tokens, attention only (an MLP slows the forming of
-// the induction circuit). The bar is looser than the preset's 0.99.
+// the induction circuit). The bar is looser than the preset's 0.99; the run takes a few seconds
+// (speed is measured by `recall bench`, not asserted here).
 TEST(TrainRuns, TinyMqarLearnsToRecall) {
   TempDir dir;
   const TrainConfig cfg = test::tiny_mqar(
       {"seq_len=16", "d_model=64", "n_heads=4", "ffn=none", "steps=400", "batch_size=64", "lr=3e-3",
        "min_lr=1e-3", "weight_decay=0", "warmup_steps=30", "eval_batches=8", "log_every=100"});
-  const auto start = std::chrono::steady_clock::now();
   const TrainResult r = [&] {
     TrainOptions o;
     o.out_dir = dir / "run";
     o.progress = false;
     return train(cfg, o);
   }();
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(secs, 60.0);
   EXPECT_GE(r.eval.at("accuracy"), 0.9) << "loss " << r.eval.at("loss");
 }
 
