@@ -2,10 +2,24 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "recall/inspect.h"
+#include "recall/plot.h"
 
 namespace recall {
+
+namespace {
+
+// The heads of the trained rule at the training length when inspected, else of the first point.
+const AttentionReport& base_point(const InspectResult& r) {
+  const AttentionReport* base = &r.attention.front();
+  for (const auto& a : r.attention)
+    if (a.rule == r.model.attn_rule && a.seq_len == r.model.seq_len) base = &a;
+  return *base;
+}
+
+}  // namespace
 
 std::string inspect_table(const InspectResult& r) {
   const auto& m = r.model;
@@ -40,10 +54,7 @@ std::string inspect_table(const InspectResult& r) {
     if (i % lengths.size() == 0) out += fmt::format("\n{:<6}", to_string(r.attention[i].rule));
     out += fmt::format(" {:>8.4f}", r.attention[i].accuracy);
   }
-  // the heads at the trained rule and length when inspected, else at the first point
-  const AttentionReport* base = &r.attention.front();
-  for (const auto& a : r.attention)
-    if (a.rule == m.attn_rule && a.seq_len == m.seq_len) base = &a;
+  const AttentionReport* base = &base_point(r);
   out += fmt::format(
       "\n\nheads at seq_len {}, rule {}: read = the position 2i+o a head reads for the pair at "
       "2i\n(key, value, next); ISR = |a_rest|_2 / a_read; * = recalling head (hit >= 0.5); "
@@ -74,6 +85,68 @@ std::string inspect_table(const InspectResult& r) {
         out += fmt::format(" {:>9.3g}", r.attention[i + k].heads[j].isr.median);
     }
   return out + "\n";
+}
+
+void write_inspect_plot(const InspectResult& r, const std::string& path) {
+  std::ostringstream data;
+  if (r.attention.empty()) {
+    // one block: layer  median  p10  p90 of the keys' ISR
+    for (const auto& f : r.ffn)
+      data << f.layer << ' ' << std::max(f.isr.median, 1e-12) << ' ' << std::max(f.isr.p10, 1e-12)
+           << ' ' << std::max(f.isr.p90, 1e-12) << '\n';
+    render_plot(
+        path, data.str(),
+        [&](const std::string& file) {
+          return fmt::format(
+              "set logscale y\nset grid\nset xlabel 'layer'\nset ylabel 'ISR of its own keys'\n"
+              "set title 'feed-forward layers as stores: median ISR, p10 to p90 as bars'\n"
+              "set xrange [-0.5:{}]\nset xtics 1\nplot '{}' using 1:2:3:4 with yerrorbars pt 7 "
+              "title 'ISR', 1 with lines lc rgb 'black' title 'ISR = 1'\n",
+              static_cast<double>(r.ffn.size()) - 0.5, file);
+        },
+        900, 560);
+    return;
+  }
+  // the recalling heads at the base point; for each rule and length the median of their ISRs
+  const AttentionReport& base = base_point(r);
+  std::vector<size_t> recalling;
+  for (size_t j = 0; j < base.heads.size(); ++j)
+    if (base.heads[j].recalls()) recalling.push_back(j);
+  std::vector<BetaRule> rules;
+  for (const auto& a : r.attention) {
+    if (rules.empty() || rules.back() != a.rule) {
+      if (!rules.empty()) data << "\n\n";
+      rules.push_back(a.rule);
+    }
+    std::vector<double> isr;
+    for (size_t j : recalling) isr.push_back(a.heads[j].isr.median);
+    data << a.seq_len << ' ' << a.accuracy << ' '
+         << (isr.empty() ? std::string("NaN") : fmt::format("{}", summarize(isr).median)) << '\n';
+  }
+  render_plot(path, data.str(), [&](const std::string& file) {
+    std::string gp = fmt::format(
+        "set multiplot layout 1,2\nset logscale x 2\nset grid\nset key top right\n"
+        "set xlabel 'sequence length (trained at {})'\n",
+        r.model.seq_len);
+    auto lines = [&](int column) {
+      std::string p;
+      for (size_t i = 0; i < rules.size(); ++i)
+        p += fmt::format("'{}' index {} using 1:{} with linespoints lc {} pt 7 title '{}'{}", file,
+                         i, column, plot_colour(i), to_string(rules[i]),
+                         i + 1 < rules.size() ? ", " : "");
+      return p;
+    };
+    gp +=
+        "set ylabel 'mqar accuracy'\nset yrange [0:1.02]\n"
+        "set title 'accuracy per beta rule at evaluation'\nplot " +
+        lines(2) + "\n";
+    gp += fmt::format(
+        "set ylabel 'median ISR'\nset yrange [*:*]\nset logscale y\n"
+        "set title 'recalling heads ({}): median ISR at their read position'\nplot {}, 1 with "
+        "lines lc rgb 'black' lw 2 title 'ISR = 1'\nunset multiplot\n",
+        recalling.size(), lines(3));
+    return gp;
+  });
 }
 
 std::string inspect_json(const InspectResult& r) {

@@ -175,16 +175,37 @@ class Report {
     as_none.batches = ec.batches;
     const auto more = extrapolate(as_none);
     points.insert(points.end(), more.begin(), more.end());
-    none_run_ = as_none.checkpoints.front();
     write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
-    write_extrapolate_plot(points, path("extrapolate.png"));
-    MdTable t{{"trained", "evaluated"}, {}};
-    const auto curves = extrapolate_curves(points);
+    // A run that never formed its recall circuit says nothing about length: the means are over
+    // the runs that learned (accuracy >= 0.9 at 1x under their own rule).
+    std::vector<std::string> failed;
+    for (const auto& p : points)
+      if (p.multiple == 1 && p.rule == p.trained && p.accuracy < 0.9)
+        failed.push_back(p.checkpoint);
+    std::vector<ExtrapolatePoint> learned;
+    for (const auto& p : points)
+      if (std::find(failed.begin(), failed.end(), p.checkpoint) == failed.end())
+        learned.push_back(p);
+    for (const auto& p : learned)
+      if (p.trained == BetaRule::kNone && none_run_.empty()) none_run_ = p.checkpoint;
+    if (learned.empty() || none_run_.empty())
+      throw std::runtime_error("report: no mqar-tiny run trained with rule none learned to recall");
+    write_extrapolate_plot(learned, path("extrapolate.png"));
+    std::string left_out;
+    for (const auto& f : failed) {
+      const auto a = std::find_if(points.begin(), points.end(), [&](const ExtrapolatePoint& p) {
+        return p.checkpoint == f && p.multiple == 1;
+      });
+      left_out += fmt::format("{}`{}` ({:.3f})", left_out.empty() ? "" : ", ",
+                              fs::relative(f, c_.out_dir).string(), a->accuracy);
+    }
+    const auto curves = extrapolate_curves(learned);
+    MdTable t{{"trained", "evaluated", "runs"}, {}};
     for (int64_t m : curves.front().multiples)
       t.header.push_back(fmt::format("{}x ({})", m, m * 32));
     for (const auto& cv : curves) {
       std::vector<std::string> row{"`" + to_string(cv.trained) + "`",
-                                   "`" + to_string(cv.rule) + "`"};
+                                   "`" + to_string(cv.rule) + "`", std::to_string(cv.runs)};
       for (size_t i = 0; i < cv.accuracy.size(); ++i)
         row.push_back(cv.runs > 1 ? fmt::format("{:.3f} [{:.2f}, {:.2f}]", cv.accuracy[i],
                                                 cv.low[i], cv.high[i])
@@ -196,11 +217,12 @@ class Report {
         "`recall extrapolate --config mqar-tiny --set steps={} --seeds {}`: mqar-tiny (8 pairs "
         "in 32 tokens, 2 layers x 4 heads, RoPE, no MLP) trained once per rule and seed, then "
         "scored at 1x to 16x its length ({} x 64 prompts per point; the "
-        "8 pairs stay, the query region grows). Mean accuracy over seeds, [min, max] when "
-        "there are several. Rows where training and evaluation differ are runs trained with "
-        "`none`, for which qwen and yarn are the identity up to L.\n\n{}\n"
+        "8 pairs stay, the query region grows). Mean accuracy over the runs that learned, "
+        "[min, max] when there are several. Rows where training and evaluation differ are runs "
+        "trained with `none`, for which qwen and yarn are the identity up to L.\n\n{}\n"
+        "Runs left out, not having learned at 1x (accuracy): {}.\n\n"
         "![extrapolate](extrapolate.png)\n",
-        c_.mqar_steps, c_.mqar_seeds, ec.batches, t.str());
+        c_.mqar_steps, c_.mqar_seeds, ec.batches, t.str(), left_out.empty() ? "none" : left_out);
   }
 
   std::string inspect_section() {
@@ -208,15 +230,19 @@ class Report {
     Restored r = restore(none_run_);
     InspectConfig ic;
     ic.lengths = c_.inspect_lengths;
+    // ssmax at evaluation of a model trained without it starts at its initial scale: su again
+    ic.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
     ic.batches = c_.extrapolate_batches;
     const InspectResult result = inspect(r, ic, none_run_);
     write_file_atomic(path("inspect.json"), inspect_json(result));
+    write_inspect_plot(result, path("inspect.png"));
     return fmt::format(
         "## 4. Which heads recall\n\n"
         "`recall inspect --checkpoint {} --lengths {}` (paths relative to this "
         "folder). For a query whose key sits at 2i, a head reads position 2i + o of the pair "
         "(key, value, or the next key's position, where a first-layer head gathers both); "
-        "ablated is the accuracy with the head's output zeroed.\n\n```\n{}```\n",
+        "ablated is the accuracy with the head's output zeroed.\n\n```\n{}```\n\n"
+        "![inspect](inspect.png)\n",
         fs::relative(none_run_, c_.out_dir).string(), fmt::join(ic.lengths, ","),
         inspect_table(result));
   }

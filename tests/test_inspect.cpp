@@ -150,18 +150,34 @@ TEST(InspectModel, TrainedMqarHasRecallingHead) {
   EXPECT_EQ(restored.model->config.attn_rule, BetaRule::kNone);  // the trained rule is restored
 }
 
+TEST(InspectModel, PlotOfFeedForwardLayersOnly) {
+  test::TempDir dir;
+  InspectResult r;
+  for (int64_t l = 0; l < 2; ++l) {
+    FfnStoreReport f;
+    f.layer = l;
+    f.isr.median = 0.5 + l;
+    f.isr.p10 = 0.1;
+    f.isr.p90 = 4.0;
+    r.ffn.push_back(f);
+  }
+  write_inspect_plot(r, dir / "ffn.png");
+  EXPECT_EQ(test::read_text(dir / "ffn.png").substr(1, 3), "PNG");
+}
+
 TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
   test::TempDir dir;
-  const auto ok =
-      test::run_cli({"--threads", "1", "inspect", "--checkpoint", test::trained_small_mqar(),
-                     "--lengths", "1", "--rules", "none,qwen", "--json", dir / "i.json"},
-                    dir);
+  const auto ok = test::run_cli(
+      {"--threads", "1", "inspect", "--checkpoint", test::trained_small_mqar(), "--lengths", "1,2",
+       "--rules", "none,qwen", "--json", dir / "i.json", "--plot", dir / "i.png"},
+      dir);
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("L1H0"), std::string::npos) << ok.out;
   const auto j = nlohmann::json::parse(test::read_text(dir / "i.json"));
   EXPECT_EQ(j["ffn"].size(), 2u);
-  ASSERT_EQ(j["attention"].size(), 2u);
-  EXPECT_EQ(j["attention"][1]["rule"], "qwen");
+  ASSERT_EQ(j["attention"].size(), 4u);  // (none, qwen) x (16, 32)
+  EXPECT_EQ(j["attention"][2]["rule"], "qwen");
+  EXPECT_EQ(test::read_text(dir / "i.png").substr(1, 3), "PNG");
   const auto& head = j["attention"][0]["heads"][0];
   EXPECT_TRUE(head.contains("read_offset") && head.contains("ablated_accuracy")) << head;
   const test::UsageCases bad = {
@@ -169,6 +185,7 @@ TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--rules", "none,fast"}, "--rules"},
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--batches", "0"}, "--batches 0"},
       {{"inspect", "--checkpoint", dir / "missing"}, "missing"},
+      {{"inspect", "--checkpoint", test::trained_small_mqar(), "--plot", dir / "i.gif"}, "--plot"},
   };
   test::expect_usage_errors(bad, dir);
 }

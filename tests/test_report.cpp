@@ -25,7 +25,7 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
         "## 3. Trained attention at longer contexts", "## 4. Which heads recall",
         "## 5. Trained stores against constructed ones", "## 6. Facts"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
-  for (const char* plot : {"probe.png", "extrapolate.png", "fit.png"}) {
+  for (const char* plot : {"probe.png", "extrapolate.png", "inspect.png", "fit.png"}) {
     EXPECT_EQ(test::read_text(dir / "rep/" + std::string(plot)).substr(1, 3), "PNG") << plot;
     EXPECT_NE(md.find(fmt::format("]({})", plot)), std::string::npos) << plot;
   }

@@ -82,8 +82,8 @@ void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>
                   std::vector<HeadReport>& heads);
 
 struct InspectConfig {
-  std::vector<int64_t> lengths = {1, 2, 4};  // multiples of the training length
-  std::vector<BetaRule> rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
+  std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of the training length
+  std::vector<BetaRule> rules = all_beta_rules();
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
@@ -103,5 +103,8 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
 
 std::string inspect_table(const InspectResult& result);
 std::string inspect_json(const InspectResult& result);
+// mqar checkpoints: accuracy, and the recalling heads' median ISR, against length per rule; other
+// tasks: each feed-forward layer's key ISR (median, p10 to p90). PNG or SVG by the extension.
+void write_inspect_plot(const InspectResult& result, const std::string& path);
 
 }  // namespace recall

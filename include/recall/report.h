@@ -6,7 +6,7 @@
 //   4. the heads of the mqar run trained with rule none: which recall, their ISR with length;
 //   5. trained stores against constructed ones of the same width (fit.png);
 //   6. facts: an MLP against learned key-values at equal parameters, each read as a store.
-// The default run takes about 20 minutes on 2 cores; quick (a test runs it) about 3.
+// The default run takes about 15 minutes on 2 cores; quick (a test runs it) about 2.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,7 +21,7 @@ struct ReportConfig {
 
   // The sizes of each experiment, set from quick.
   int64_t probe_trials = 16;
-  int64_t mqar_steps = 2500, mqar_seeds = 3, extrapolate_batches = 4;
+  int64_t mqar_steps = 2500, mqar_seeds = 5, extrapolate_batches = 4;
   std::vector<int64_t> inspect_lengths = {1, 2, 4, 8, 16};
   std::vector<int64_t> fit_widths = {8, 16, 32, 64};
   int64_t fit_steps = 1000;

@@ -7,14 +7,15 @@
 #include "recall/error.h"
 #include "recall/inspect.h"
 #include "recall/io.h"
+#include "recall/plot.h"
 
 namespace recall::cli {
 
 void add_inspect(CLI::App& root, Action& action) {
   struct Opts {
-    std::string checkpoint, json;
-    std::vector<int64_t> lengths = {1, 2, 4};
-    std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
+    std::string checkpoint, json, plot;
+    std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
+    std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
     int64_t batches = 2;
   };
   auto o = std::make_shared<Opts>();
@@ -29,6 +30,7 @@ void add_inspect(CLI::App& root, Action& action) {
   cmd->add_option("--batches", o->batches, "mqar batches per length and rule")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
   cmd->callback([o, &action] {
     InspectConfig config;
     config.lengths = o->lengths;
@@ -43,11 +45,13 @@ void add_inspect(CLI::App& root, Action& action) {
     }
     config.validate();
     if (!o->json.empty()) check_output_path("--json", o->json);
+    if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o, config] {
       Restored restored = restore(o->checkpoint);
       const InspectResult r = inspect(restored, config, o->checkpoint);
       std::fputs(inspect_table(r).c_str(), stdout);
       if (!o->json.empty()) write_file_atomic(o->json, inspect_json(r));
+      if (!o->plot.empty()) write_inspect_plot(r, o->plot);
       return 0;
     };
   });

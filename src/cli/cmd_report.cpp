@@ -23,7 +23,7 @@ void add_report(CLI::App& root, Action& action) {
   auto* cmd = root.add_subcommand(
       "report", "run the essay's reproduction and the trained-model experiments; write Markdown");
   cmd->add_option("--out", o->out, "folder for report.md, plots, JSON and runs/")->required();
-  cmd->add_flag("--quick", o->quick, "smaller runs: about 3 minutes instead of 20");
+  cmd->add_flag("--quick", o->quick, "smaller runs: about 2 minutes instead of 15");
   cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
   cmd->callback([o, &action] {
     // the folder, or the nearest existing folder above it, must be writable before any work
