@@ -30,8 +30,8 @@ BenchTrainOptions bench_train_options_from_file(const std::string& path) {
     std::error_code ec;
     const auto preset = std::filesystem::exists(path, ec) ? std::nullopt : preset_toml(path);
     if (!preset && !std::filesystem::is_regular_file(path, ec))
-      throw UsageError(fmt::format(
-          "--config {}: no such file; give a TOML file or the preset bench-gpt", path));
+      throw UsageError(
+          fmt::format("--config {}: no such file; give a TOML file or the preset bench-gpt", path));
     table = preset ? toml::parse(*preset, "preset " + path) : toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     throw std::invalid_argument(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
