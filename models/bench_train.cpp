@@ -27,8 +27,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 BenchTrainOptions bench_train_options_from_file(const std::string& path) {
   toml::table table;
   try {
+    const auto preset = preset_for_config(path);
     std::error_code ec;
-    const auto preset = std::filesystem::exists(path, ec) ? std::nullopt : preset_toml(path);
     if (!preset && !std::filesystem::is_regular_file(path, ec))
       throw UsageError(
           fmt::format("--config {}: no such file; give a TOML file or the preset bench-gpt", path));

@@ -51,13 +51,13 @@ std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig
   for (const auto& [tc, dir] : runs) {
     TrainOptions o;
     o.out_dir = dir;
-    o.resume = fs::exists(fs::path(dir) / "checkpoint.bin");
+    o.reuse = true;
     o.progress = config.progress;
     o.print_config = false;
     if (config.progress)
       fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
-                 o.resume ? "resuming or reusing" : "training", dir, to_string(tc.model.attn_rule),
-                 tc.trainer.seed);
+                 fs::exists(fs::path(dir) / "checkpoint.bin") ? "resuming or reusing" : "training",
+                 dir, to_string(tc.model.attn_rule), tc.trainer.seed);
     train(tc, o);
     out.emplace_back(dir, tc.model.attn_rule);
   }

@@ -55,6 +55,17 @@ void check_output_path(const std::string& flag, const std::string& path) {
     throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, path, dir.string()));
 }
 
+void check_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) throw UsageError(fmt::format("{} is empty: give a folder", flag));
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+    throw UsageError(fmt::format("{} {}: is a file, give a folder", flag, dir));
+  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, dir, p.string()));
+}
+
 std::string read_file(const std::string& flag, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in || fs::is_directory(path))

@@ -296,7 +296,7 @@ class Report {
       const TrainConfig tc = train_config_from_file("facts-tiny", all_sets);
       TrainOptions o;
       o.out_dir = run_dir(fmt::format("facts-{}-{}", name, c_.facts_steps));
-      o.resume = fs::exists(fs::path(o.out_dir) / "checkpoint.bin");
+      o.reuse = true;
       o.progress = c_.progress;
       o.print_config = false;
       const TrainResult tr = train(tc, o);
@@ -366,12 +366,8 @@ class Report {
 }  // namespace
 
 std::string run_report(const ReportConfig& config) {
-  check_arg(!config.out_dir.empty(), "--out is empty: give a folder for the report");
-  std::error_code ec;
-  fs::create_directories(config.out_dir, ec);
-  if (ec || !fs::is_directory(config.out_dir))
-    throw UsageError(fmt::format("--out {}: cannot create the folder ({})", config.out_dir,
-                                 ec ? ec.message() : "a file is in the way"));
+  check_output_dir("--out", config.out_dir);
+  fs::create_directories(config.out_dir);
   Report report(config);
   const double gemm = measure_gemm_gflops(3, 1);
   std::vector<std::string> sections;

@@ -5,7 +5,6 @@
 #include "recall/trainer.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -22,19 +21,6 @@
 namespace recall {
 namespace fs = std::filesystem;
 namespace {
-
-// The folder must be usable before any work: it exists and is writable, or can be created inside a
-// writable parent.
-void check_out_dir(const std::string& dir) {
-  if (dir.empty()) throw UsageError("--out is empty: give a folder for the run");
-  std::error_code ec;
-  fs::path p = fs::absolute(dir, ec);
-  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
-    throw UsageError(fmt::format("--out {}: is a file, give a folder", dir));
-  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
-    throw UsageError(fmt::format("--out {}: folder {} is not writable", dir, p.string()));
-}
 
 // On resume, records past the checkpoint's step came from steps that will be taken again.
 void trim_metrics(const std::string& path, int64_t step) {
@@ -120,20 +106,21 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
 TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   TrainConfig config = config_in;
   const auto& tc = config.trainer;
-  check_out_dir(options.out_dir);
+  check_output_dir("--out", options.out_dir);
   const std::string ckpt_file = checkpoint_path(options.out_dir);
   const bool have_ckpt = fs::exists(ckpt_file);
+  const bool resume = options.resume || (options.reuse && have_ckpt);
   if (options.resume && !have_ckpt)
     throw UsageError(fmt::format("--resume: {} has no checkpoint.bin to resume", options.out_dir));
-  if (!options.resume && have_ckpt)
+  if (!resume && have_ckpt)
     throw UsageError(
         fmt::format("--out {}: holds a run already; pass --resume to continue it or "
                     "choose another folder",
                     options.out_dir));
   Checkpoint ckpt;
-  if (options.resume) ckpt = load_checkpoint(ckpt_file);
+  if (resume) ckpt = load_checkpoint(ckpt_file);
   auto task = resolve_task(config, ckpt.vocabulary);
-  if (options.resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
+  if (resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
 
   torch::manual_seed(static_cast<uint64_t>(tc.seed));
   Transformer model(config.model);
@@ -148,7 +135,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                                  torch::optim::OptimizerParamGroup(no_decay, adamw(0.0))});
   Rng rng(static_cast<uint64_t>(tc.seed));
   int64_t step = 0;
-  if (options.resume) {
+  if (resume) {
     load_module_bytes(*model, ckpt.model);
     load_optimizer_bytes(optimizer, ckpt.optimizer);
     std::istringstream(ckpt.task_rng) >> rng;
@@ -162,7 +149,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   fs::create_directories(options.out_dir);
   write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
   const std::string metrics_file = (fs::path(options.out_dir) / "metrics.jsonl").string();
-  if (options.resume)
+  if (resume)
     trim_metrics(metrics_file, step);
   else
     write_file_atomic(metrics_file, "");
@@ -210,8 +197,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     auto loss = torch::nn::functional::cross_entropy(model->forward(b.x).index({b.mask}),
                                                      b.y.index({b.mask}));
     const double loss_v = loss.item<double>();
-    const std::string keep = options.resume || step > first ? "the last checkpoint is kept"
-                                                            : "no checkpoint was written";
+    const std::string keep =
+        resume || step > first ? "the last checkpoint is kept" : "no checkpoint was written";
     if (!std::isfinite(loss_v))
       throw NonFiniteError(
           fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, loss_v, keep));
@@ -254,7 +241,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     }
   }
   result.eval = run_eval();
-  save();
+  if (step > first || !resume) save();  // a finished run that was only evaluated is unchanged
   result.step = step;
   return result;
 }

@@ -13,6 +13,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // the path is not a folder. Throws UsageError naming `flag` and the path otherwise.
 void check_output_path(const std::string& flag, const std::string& path);
 
+// Checks, before any work starts, that the folder `dir` is usable: it exists and is writable, or
+// can be created inside a writable folder above it. Throws UsageError naming `flag` otherwise.
+void check_output_dir(const std::string& flag, const std::string& dir);
+
 // Reads a whole file; throws UsageError naming `flag` and the path when it cannot be read.
 std::string read_file(const std::string& flag, const std::string& path);
 

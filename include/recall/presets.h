@@ -12,4 +12,8 @@ namespace recall {
 std::optional<std::string_view> preset_toml(const std::string& name);
 std::vector<std::string> preset_names();
 
+// What --config `path` names: nullopt when a file is there (read the file), else the preset of
+// that name, if any. A file always wins over a preset of the same name.
+std::optional<std::string_view> preset_for_config(const std::string& path);
+
 }  // namespace recall

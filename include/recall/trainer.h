@@ -29,6 +29,7 @@ class NonFiniteError : public std::runtime_error {
 struct TrainOptions {
   std::string out_dir;       // holds checkpoint.bin, metrics.jsonl, config.toml
   bool resume = false;       // continue from out_dir/checkpoint.bin (its config must match)
+  bool reuse = false;        // resume when out_dir holds a run (a finished one is only evaluated)
   bool progress = true;      // the progress line on stderr
   bool print_config = true;  // with progress: the resolved config on stdout at start
   // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
