@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "recall/checkpoint.h"
-#include "recall/error.h"
+#include "recall/core/error.h"
+#include "recall/train/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "recall/train_config.h"
+#include "recall/train/train_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "recall/blas.h"
-#include "recall/threads.h"
+#include "recall/core/blas.h"
+#include "recall/core/threads.h"
 
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);

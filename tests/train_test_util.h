@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "recall/train_config.h"
+#include "recall/train/train_config.h"
 
 namespace recall::test {
 

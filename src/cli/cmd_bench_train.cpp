@@ -1,6 +1,6 @@
 // recall bench train: training throughput of the transformer (see recall/bench_train.h).
 #include "commands.h"
-#include "recall/bench_train.h"
+#include "recall/train/bench_train.h"
 
 namespace recall::cli {
 

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "recall/error.h"
-#include "recall/trainer.h"
+#include "recall/core/error.h"
+#include "recall/train/trainer.h"
 
 namespace recall::cli {
 

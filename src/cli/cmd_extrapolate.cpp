@@ -5,10 +5,10 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "recall/error.h"
-#include "recall/extrapolate.h"
-#include "recall/io.h"
-#include "recall/plot.h"
+#include "recall/analysis/extrapolate.h"
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/core/plot.h"
 
 namespace recall::cli {
 

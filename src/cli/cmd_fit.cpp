@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "recall/fit.h"
-#include "recall/io.h"
+#include "recall/analysis/fit.h"
+#include "recall/core/io.h"
 
 namespace recall::cli {
 

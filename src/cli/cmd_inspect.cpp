@@ -4,10 +4,10 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "recall/error.h"
-#include "recall/inspect.h"
-#include "recall/io.h"
-#include "recall/plot.h"
+#include "recall/analysis/inspect.h"
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/core/plot.h"
 
 namespace recall::cli {
 

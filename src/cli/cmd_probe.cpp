@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "recall/bench.h"
-#include "recall/error.h"
-#include "recall/io.h"
-#include "recall/plot.h"
-#include "recall/probe_report.h"
+#include "recall/analysis/probe_output.h"
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/core/machine.h"
+#include "recall/core/plot.h"
 
 namespace recall::cli {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "recall/io.h"
-#include "recall/report.h"
+#include "recall/analysis/report.h"
+#include "recall/core/io.h"
 
 namespace recall::cli {
 

@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "recall/error.h"
-#include "recall/trainer.h"
+#include "recall/core/error.h"
+#include "recall/train/trainer.h"
 
 namespace recall::cli {
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "recall/io.h"
-#include "recall/probe_report.h"
+#include "recall/analysis/probe_output.h"
+#include "recall/core/io.h"
 
 namespace recall::cli {
 

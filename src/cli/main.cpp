@@ -6,10 +6,10 @@
 #include <exception>
 
 #include "commands.h"
-#include "recall/blas.h"
-#include "recall/error.h"
-#include "recall/memory.h"
-#include "recall/threads.h"
+#include "recall/core/allocator.h"
+#include "recall/core/blas.h"
+#include "recall/core/error.h"
+#include "recall/core/threads.h"
 
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);

@@ -4,8 +4,8 @@
 // the values, S = K^T U with U = T V, T = (I + b tril(K K^T, -1))^{-1} b (the WY form), so the
 // recall weights over the stored values are w(x) = T^T K x.
 #pragma once
-#include "recall/store.h"
 #include "recall/stores/key_value_memory.h"
+#include "recall/stores/store.h"
 
 namespace recall {
 

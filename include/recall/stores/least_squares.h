@@ -2,8 +2,8 @@
 // smallest recall error on the stored keys. Weights (K^T)^+ x; exact recall while M <= d_k and the
 // keys are independent. The pseudo-inverse is taken in float64 and cached until the next write.
 #pragma once
-#include "recall/store.h"
 #include "recall/stores/key_value_memory.h"
+#include "recall/stores/store.h"
 
 namespace recall {
 

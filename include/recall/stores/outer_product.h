@@ -1,8 +1,8 @@
 // Outer-product (Hebbian) store: writing a memory adds v k^T to W (d_v, d_k); recall is W x, so the
 // weight of memory i is k_i . x. One SGD step on a linear layer is such a write.
 #pragma once
-#include "recall/store.h"
 #include "recall/stores/key_value_memory.h"
+#include "recall/stores/store.h"
 
 namespace recall {
 

@@ -1,0 +1,25 @@
+# Fails when a layer includes a layer above it. Layers, lowest first; a file in src/<layer>/ or
+# include/recall/<layer>/ may include recall/<l>/ only for l at or below <layer>.
+#   cmake -DROOT=<source dir> -P cmake/check_layers.cmake
+set(layers core stores models train analysis cli)
+set(bad "")
+set(rank 0)
+foreach(layer ${layers})
+  file(GLOB files ${ROOT}/src/${layer}/*.cpp ${ROOT}/src/${layer}/*.h
+       ${ROOT}/include/recall/${layer}/*.h)
+  foreach(f ${files})
+    file(STRINGS ${f} includes REGEX "^#include \"recall/[a-z_]+/")
+    foreach(line ${includes})
+      string(REGEX REPLACE "^#include \"recall/([a-z_]+)/.*" "\\1" target "${line}")
+      list(FIND layers ${target} target_rank)
+      if(target_rank GREATER rank OR target_rank EQUAL -1)
+        file(RELATIVE_PATH rel ${ROOT} ${f})
+        string(APPEND bad "  ${rel} (${layer}) includes recall/${target}/\n")
+      endif()
+    endforeach()
+  endforeach()
+  math(EXPR rank "${rank} + 1")
+endforeach()
+if(bad)
+  message(FATAL_ERROR "layer order core < stores < models < train < analysis < cli broken:\n${bad}")
+endif()

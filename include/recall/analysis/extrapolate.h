@@ -1,0 +1,62 @@
+// Length extrapolation (SPEC sections 4, 6): does a beta that grows with log M keep recall at
+// longer contexts in a trained model? Either trains one model per beta rule (and seed) from a
+// config, each evaluated under its own rule, or takes checkpoints, evaluated under their trained
+// rule or rules applied at evaluation; accuracy at multiples of the training length.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "recall/stores/beta_rule.h"
+
+namespace recall {
+
+struct ExtrapolateConfig {
+  // Either checkpoints (run folders or checkpoint files) ...
+  std::vector<std::string> checkpoints;
+  // ... or a training config, trained once per rule and seed into out_dir/<rule>[-seed<k>] (a
+  // folder holding a run already is resumed, and a finished run is reused).
+  std::string train_config;
+  std::vector<std::string> sets;  // "key=value" overrides of train_config
+  std::string out_dir;
+  int64_t seeds = 1;  // seeds seed, seed + 1, ... of the config
+  bool progress = false;
+  // checkpoints: the rules at evaluation (empty: each trained rule); training: the rules trained
+  // (empty: all five).
+  std::vector<BetaRule> rules;
+  std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
+  int64_t batches = 2;  // evaluation batches of the checkpoint's batch size, as recall eval's
+  // Throws std::invalid_argument naming the flag, its value and the accepted range.
+  void validate() const;
+};
+
+struct ExtrapolatePoint {
+  std::string checkpoint;
+  BetaRule trained = BetaRule::kNone;  // the rule the checkpoint was trained with
+  BetaRule rule = BetaRule::kNone;     // the rule at evaluation
+  int64_t multiple = 1, seq_len = 0;
+  double accuracy = 0, loss = 0;
+};
+
+// Checkpoints (or trained runs) in order, then rules, then lengths. Throws UsageError for a
+// checkpoint that cannot be read, a config that does not parse, or learned positions that do not
+// reach the longest length.
+std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config);
+
+// Mean accuracy over the checkpoints of each (trained rule, rule at evaluation), per multiple.
+struct ExtrapolateCurve {
+  BetaRule trained = BetaRule::kNone, rule = BetaRule::kNone;
+  int64_t runs = 0;
+  std::vector<int64_t> multiples;
+  std::vector<double> accuracy;   // mean over runs
+  std::vector<double> low, high;  // smallest and largest over runs
+};
+std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePoint>& points);
+
+std::string extrapolate_table(const std::vector<ExtrapolatePoint>& points);
+std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points);
+// Accuracy against the multiple of the training length (log2), one line per curve, the range over
+// runs as error bars. PNG or SVG by the extension.
+void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path);
+
+}  // namespace recall

@@ -1,0 +1,102 @@
+// The capacity probe (SPEC section 2): keys and values uniform on the unit sphere, queries are
+// stored keys, and for each store and number of memories M the interference-to-signal ratio
+//   ISR_j = || sum_{i != j} w_i(k_j) v_i || / || w_j(k_j) v_j ||
+// is measured over queries and trials. Memories are generated in a seeded stream and consumed once:
+// the sets of memories are nested (the first M of a trial), so one pass gives the whole curve and
+// the cost is that of the largest M alone.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recall/stores/beta_rule.h"
+
+namespace recall {
+
+struct ProbeConfig {
+  std::vector<std::string> stores;  // empty: default_store_names()
+  int64_t d_k = 64;
+  int64_t d_v = 64;
+  int64_t queries = 256;  // per trial; all keys when M < queries
+  int64_t trials = 4;
+  uint64_t seed = 0;
+  double beta = 8.0;                 // exp<n> and softmax sharpness, and beta_0 of the rules
+  std::vector<int64_t> m;            // explicit M grid; empty: powers of 2 from 16 per store (auto)
+  int64_t m_max = int64_t{1} << 23;  // cap of the automatic grid
+  double margin = 1.25;              // auto grid: go on until the theory ISR reaches this
+  std::vector<BetaRule> rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
+  double ref_len = 1024;                  // L of the rules
+  int64_t rule_m_max = int64_t{1} << 22;  // rules: M = L, 2L, ... up to this
+  int64_t rule_queries = 64;              // per trial, for the rule curves
+  int64_t chunk = 4096;                   // memories per streamed chunk (speed/memory only)
+  bool reference = false;  // compute every store through its module, one M at a time (slow, checks)
+
+  // Throws std::invalid_argument naming the field, its value and the accepted range.
+  void validate() const;
+  std::vector<std::string> store_names() const;
+};
+
+struct IsrSummary {
+  double median = 0, mean = 0, rms = 0, p10 = 0, p90 = 0;
+  int64_t count = 0;
+};
+// Summary of a sample of ISRs (linear-interpolated percentiles, as numpy's default).
+IsrSummary summarize(std::vector<double> isr);
+
+struct CurvePoint {
+  int64_t M = 0;
+  IsrSummary isr;
+  std::optional<double> theory_rms;
+};
+
+// median: where the pooled median ISR crosses 1 (the headline); low/high: min/max of the same over
+// trials. rms: where the pooled RMS ISR crosses 1, which is what theory predicts (theory gives
+// E[ISR^2]; the median sits a few per cent lower, as ISR is skewed), with its standard error over
+// trials. theory: where E[ISR^2] = 1.
+struct Capacity {
+  std::optional<double> median, low, high, rms, rms_sem, theory;
+};
+
+// M where the median ISR crosses 1, interpolated linearly in (log M, log ISR) between the grid
+// points around the first crossing; nullopt when the curve does not cross inside the grid.
+std::optional<double> crossing(const std::vector<int64_t>& M,
+                               const std::vector<double>& median_isr);
+
+struct StoreResult {
+  std::string store;
+  std::vector<CurvePoint> curve;
+  Capacity capacity;
+};
+
+struct RulePoint {
+  int64_t M = 0;
+  double beta = 0;
+  IsrSummary isr;
+  double theory_rms = 0;
+};
+
+struct RuleResult {
+  BetaRule rule = BetaRule::kNone;
+  double ref_len = 0;
+  std::vector<RulePoint> curve;
+};
+
+struct ProbeResult {
+  ProbeConfig config;
+  std::vector<StoreResult> stores;
+  std::vector<RuleResult> rules;
+  double seconds = 0;
+  double flops = 0;  // multiply-adds x 2 of the similarity and recall products
+};
+
+// progress(done, total) is called after each chunk; work is counted in memory-queries.
+using ProgressFn = std::function<void(double done, double total)>;
+ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress = nullptr);
+
+// The M grid each store is probed at, and each rule.
+std::vector<int64_t> store_grid(const ProbeConfig& config, const std::string& store);
+std::vector<int64_t> rule_grid(const ProbeConfig& config);
+
+}  // namespace recall

@@ -1,0 +1,33 @@
+// The normalisation of the pre-norm blocks: LayerNorm (x - mean) / std * w + b, or
+// RMSNorm x / rms(x) * w, over the last dimension.
+#pragma once
+#include <torch/torch.h>
+
+#include "recall/models/model.h"
+
+namespace recall {
+
+struct NormOptions {
+  explicit NormOptions(int64_t dim) : dim_(dim) {}
+  TORCH_ARG(int64_t, dim);
+  TORCH_ARG(NormKind, kind) = NormKind::kRmsNorm;
+  TORCH_ARG(bool, bias) = false;  // layernorm only
+  TORCH_ARG(double, eps) = 1e-5;
+};
+
+class NormImpl : public torch::nn::Cloneable<NormImpl> {
+ public:
+  explicit NormImpl(NormOptions options);
+  void reset() override;
+  // x: (..., dim) -> (..., dim). LayerNorm on float32 CPU runs a fused kernel (one vectorised
+  // pass per row each way), matching layer_norm_reference to float32 rounding.
+  torch::Tensor forward(const torch::Tensor& x);
+  // torch::layer_norm with this module's parameters: the fallback and the tests' reference.
+  torch::Tensor layer_norm_reference(const torch::Tensor& x);
+  NormOptions options;
+  torch::Tensor weight;  // (dim,)
+  torch::Tensor bias;    // (dim,), layernorm with bias only
+};
+TORCH_MODULE(Norm);
+
+}  // namespace recall

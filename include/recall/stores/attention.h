@@ -1,0 +1,52 @@
+// Causal multi-head softmax attention: a softmax store over the context (SPEC sections 4, 5).
+// For query position t the logits are
+//   q_t . k_s / sqrt(d_head) * beta(M) / beta_0,   M = t + 1, L = seq_len,
+// with beta(M) / beta_0 from the layer's rule (rule none is standard attention). ssmax learns the
+// scale per head (initialised so that it equals su). With mem_kv = N, N learned key/value vectors
+// per head are concatenated in front of the context keys and are visible to every query.
+#pragma once
+#include <torch/torch.h>
+
+#include "recall/stores/beta_rule.h"
+
+namespace recall {
+
+struct AttentionOptions {
+  AttentionOptions(int64_t d_model, int64_t n_heads, int64_t seq_len)
+      : d_model_(d_model), n_heads_(n_heads), seq_len_(seq_len) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, n_heads);
+  TORCH_ARG(int64_t, seq_len);  // L of the beta rule
+  TORCH_ARG(BetaRule, rule) = BetaRule::kNone;
+  TORCH_ARG(bool, rope) = true;
+  TORCH_ARG(bool, bias) = false;
+  TORCH_ARG(int64_t, mem_kv) = 0;
+};
+
+class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
+ public:
+  explicit AttentionImpl(AttentionOptions options);
+  void reset() override;
+  // x: (B, T, d_model) -> (B, T, d_model)
+  torch::Tensor forward(const torch::Tensor& x);
+  // q, k, v of x after RoPE, each (B, T, H, d_head).
+  std::array<torch::Tensor, 3> project(const torch::Tensor& x);
+  // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for
+  // ssmax, (1, T) otherwise.
+  torch::Tensor logit_scale(int64_t T, torch::ScalarType dtype);
+  // Changes the rule; switching to ssmax without a learned scale adds one at its initial value.
+  void set_rule(BetaRule rule);
+  int64_t d_head() const { return options.d_model() / options.n_heads(); }
+
+  AttentionOptions options;
+  torch::nn::Linear qkv{nullptr};  // d_model -> 3 d_model, output rows [q; k; v], heads inside
+  torch::nn::Linear out{nullptr};  // d_model -> d_model
+  torch::Tensor mem_k, mem_v;      // (H, mem_kv, d_head), mem_kv > 0 only
+  SsmaxScale ssmax{nullptr};       // rule ssmax only
+  // Inspection only, not a parameter: when defined, (H,) multipliers of each head's output before
+  // the output projection; zero ablates a head (recall inspect).
+  torch::Tensor head_mask;
+};
+TORCH_MODULE(Attention);
+
+}  // namespace recall

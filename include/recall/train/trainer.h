@@ -1,0 +1,73 @@
+// The training loop: AdamW with warmup then cosine decay, gradient-norm clipping, periodic
+// evaluation, metrics as JSON lines (DIR/metrics.jsonl), a progress line on stderr, and checkpoints
+// (DIR/checkpoint.bin) from which --resume continues exactly: the same losses as a run that never
+// stopped, given the same thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "recall/models/model.h"
+#include "recall/train/task.h"
+#include "recall/train/train_config.h"
+
+namespace recall {
+
+// Learning rate after `step` optimizer steps: linear warmup to lr, then cosine decay to min_lr.
+double lr_at(const TrainerConfig& config, int64_t step);
+
+// A loss or gradient norm that is not finite. The message names the step; no checkpoint is written
+// from the bad state, so the last good one stays.
+class NonFiniteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainOptions {
+  std::string out_dir;       // holds checkpoint.bin, metrics.jsonl, config.toml
+  bool resume = false;       // continue from out_dir/checkpoint.bin (its config must match)
+  bool reuse = false;        // resume when out_dir holds a run (a finished one is only evaluated)
+  bool progress = true;      // the progress line on stderr
+  bool print_config = true;  // with progress: the resolved config on stdout at start
+  // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
+  // from the CLI, or any value a caller chooses).
+  std::function<int(int64_t step)> stop;
+};
+
+struct TrainResult {
+  int64_t step = 0;                    // steps taken in total
+  std::vector<double> losses;          // training loss of each step taken in this call
+  std::map<std::string, double> eval;  // last evaluation (only when the run finished)
+  int stopped_by = 0;                  // the non-zero value of options.stop, or 0
+};
+
+// Trains `config` (validated) into options.out_dir. Throws UsageError for bad input found before
+// training (unwritable folder, an existing run without --resume, a checkpoint that does not match)
+// and NonFiniteError as above.
+TrainResult train(const TrainConfig& config, const TrainOptions& options);
+
+// Sets up the task for `config`, fixing vocab_size where the task decides it (text).
+std::unique_ptr<Task> resolve_task(TrainConfig& config,
+                                   const std::vector<int64_t>& vocabulary = {});
+
+// Mean cross-entropy and accuracy over the scored positions of `set`, summarised by the task.
+std::map<std::string, double> evaluate(Transformer& model, const Task& task,
+                                       const std::vector<Batch>& set);
+
+// Checks that `ckpt` was written for `config`; throws UsageError naming the first differing key.
+void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_toml,
+                             const std::string& source);
+
+// A trained model restored from a checkpoint (a file or a run folder) for evaluation or sampling.
+struct Restored {
+  TrainConfig config;
+  int64_t step = 0;
+  std::vector<int64_t> vocabulary;  // text: id -> byte or codepoint
+  Transformer model{nullptr};
+};
+Restored restore(const std::string& path);
+
+}  // namespace recall

@@ -1,0 +1,194 @@
+#include "recall/analysis/extrapolate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "recall/analysis/inspect.h"
+#include "recall/core/error.h"
+#include "recall/core/plot.h"
+#include "recall/train/trainer.h"
+
+namespace recall {
+
+namespace fs = std::filesystem;
+
+void ExtrapolateConfig::validate() const {
+  check_arg(checkpoints.empty() != train_config.empty(),
+            "give either --checkpoints (evaluate runs) or --config (train one run per rule)");
+  check_arg(train_config.empty() || !out_dir.empty(),
+            "--out is empty: --config trains into a folder, give one");
+  check_arg(seeds >= 1 && seeds <= 100, fmt::format("--seeds {}: must be in [1, 100]", seeds));
+  check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
+  for (int64_t m : lengths)
+    check_arg(m >= 1 && m <= 64, fmt::format("--lengths {}: each must be in [1, 64]", m));
+  check_arg(batches >= 1 && batches <= 1000,
+            fmt::format("--batches {}: must be in [1, 1000]", batches));
+}
+
+namespace {
+
+// Trains (or resumes, or reuses) one run per rule and seed; returns the run folders and rules.
+std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig& config) {
+  const auto rules = config.rules.empty() ? all_beta_rules() : config.rules;
+  const TrainConfig base = train_config_from_file(config.train_config, config.sets);
+  std::vector<std::pair<TrainConfig, std::string>> runs;
+  for (BetaRule rule : rules)
+    for (int64_t k = 0; k < config.seeds; ++k) {
+      auto sets = config.sets;
+      sets.push_back("attn_rule=" + to_string(rule));
+      sets.push_back(fmt::format("seed={}", base.trainer.seed + k));
+      const std::string dir =
+          (fs::path(config.out_dir) /
+           (config.seeds == 1 ? to_string(rule) : fmt::format("{}-seed{}", to_string(rule), k)))
+              .string();
+      runs.emplace_back(train_config_from_file(config.train_config, sets), dir);
+    }
+  std::vector<std::pair<std::string, BetaRule>> out;
+  for (const auto& [tc, dir] : runs) {
+    TrainOptions o;
+    o.out_dir = dir;
+    o.reuse = true;
+    o.progress = config.progress;
+    o.print_config = false;
+    if (config.progress)
+      fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
+                 fs::exists(fs::path(dir) / "checkpoint.bin") ? "resuming or reusing" : "training",
+                 dir, to_string(tc.model.attn_rule), tc.trainer.seed);
+    train(tc, o);
+    out.emplace_back(dir, tc.model.attn_rule);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
+  config.validate();
+  std::vector<std::string> paths = config.checkpoints;
+  std::vector<BetaRule> eval_rules = config.rules;
+  if (!config.train_config.empty()) {
+    paths.clear();
+    for (const auto& [dir, rule] : train_runs(config)) paths.push_back(dir);
+    eval_rules.clear();  // each run under its own rule
+  }
+  std::vector<ExtrapolatePoint> out;
+  for (const std::string& path : paths) {
+    Restored r = restore(path);
+    const ModelConfig& mc = r.config.model;
+    for (int64_t m : config.lengths)
+      if (mc.pos == PosKind::kLearned && m > 1)
+        throw UsageError(
+            fmt::format("--lengths {}: checkpoint {} has learned positions for {} "
+                        "tokens, only 1 is possible",
+                        m, path, mc.seq_len));
+    auto task = make_task(r.config, r.vocabulary);
+    const BetaRule trained = mc.attn_rule;
+    const auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;
+    for (BetaRule rule : rules) {
+      r.model->set_attn_rule(rule);
+      for (int64_t m : config.lengths) {
+        const int64_t T = m * mc.seq_len;
+        const auto eval =
+            evaluate(r.model, *task, length_prompts(*task, r.config, T, config.batches));
+        out.push_back({path, trained, rule, m, T, eval.at("accuracy"), eval.at("loss")});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePoint>& points) {
+  std::vector<ExtrapolateCurve> out;
+  for (const auto& p : points) {
+    auto c = std::find_if(out.begin(), out.end(), [&](const ExtrapolateCurve& c) {
+      return c.trained == p.trained && c.rule == p.rule;
+    });
+    if (c == out.end()) {
+      out.push_back({p.trained, p.rule, 0, {}, {}, {}, {}});
+      c = out.end() - 1;
+    }
+    auto m = std::find(c->multiples.begin(), c->multiples.end(), p.multiple);
+    const size_t i = static_cast<size_t>(m - c->multiples.begin());
+    if (m == c->multiples.end()) {
+      c->multiples.push_back(p.multiple);
+      c->accuracy.push_back(0);
+      c->low.push_back(p.accuracy);
+      c->high.push_back(p.accuracy);
+    }
+    c->accuracy[i] += p.accuracy;  // a sum until divided below
+    c->low[i] = std::min(c->low[i], p.accuracy);
+    c->high[i] = std::max(c->high[i], p.accuracy);
+    if (i == 0) ++c->runs;
+  }
+  for (auto& c : out)
+    for (double& a : c.accuracy) a /= static_cast<double>(c.runs);
+  return out;
+}
+
+// One row per (checkpoint, rule), one column per multiple: every group holds the same lengths.
+std::string extrapolate_table(const std::vector<ExtrapolatePoint>& points) {
+  std::string out = fmt::format("{:<32} {:<8} {:<6}", "accuracy: checkpoint", "trained", "rule");
+  for (const auto& p : points) {
+    if (p.checkpoint != points.front().checkpoint || p.rule != points.front().rule) break;
+    out += fmt::format(" {:>8}", fmt::format("{}x", p.multiple));
+  }
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto& p = points[i];
+    if (i == 0 || points[i - 1].checkpoint != p.checkpoint || points[i - 1].rule != p.rule)
+      out += fmt::format("\n{:<32} {:<8} {:<6}", p.checkpoint, to_string(p.trained),
+                         to_string(p.rule));
+    out += fmt::format(" {:>8.4f}", p.accuracy);
+  }
+  return out + "\n";
+}
+
+std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : points)
+    out.push_back({{"checkpoint", p.checkpoint},
+                   {"trained_rule", to_string(p.trained)},
+                   {"rule", to_string(p.rule)},
+                   {"multiple", p.multiple},
+                   {"seq_len", p.seq_len},
+                   {"accuracy", p.accuracy},
+                   {"loss", p.loss}});
+  return nlohmann::json{{"points", out}}.dump(2) + "\n";
+}
+
+void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path) {
+  const auto curves = extrapolate_curves(points);
+  std::ostringstream data;  // one block per curve: multiple  mean  low  high
+  for (const auto& c : curves) {
+    for (size_t i = 0; i < c.multiples.size(); ++i)
+      data << c.multiples[i] << ' ' << c.accuracy[i] << ' ' << c.low[i] << ' ' << c.high[i] << '\n';
+    data << "\n\n";
+  }
+  render_plot(
+      path, data.str(),
+      [&](const std::string& file) {
+        std::string gp =
+            "set logscale x 2\nset grid\nset key outside right\nset yrange [0:1.02]\n"
+            "set xlabel 'sequence length / training length'\nset ylabel 'mqar accuracy'\n"
+            "set title 'recall at longer contexts, per beta rule (mean over runs, range as "
+            "bars)'\nplot ";
+        for (size_t i = 0; i < curves.size(); ++i) {
+          const auto& c = curves[i];
+          const std::string name = c.trained == c.rule
+                                       ? to_string(c.rule)
+                                       : fmt::format("trained {}, evaluated {}",
+                                                     to_string(c.trained), to_string(c.rule));
+          gp += fmt::format(
+              "'{0}' index {1} using 1:2 with linespoints lc {2} pt 7 title '{3}', "
+              "'{0}' index {1} using 1:2:3:4 with yerrorbars lc {2} pt 7 notitle{4}",
+              file, i, plot_colour(i), name, i + 1 < curves.size() ? ", " : "\n");
+        }
+        return gp;
+      },
+      1100, 640);
+}
+
+}  // namespace recall

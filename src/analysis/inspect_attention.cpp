@@ -1,0 +1,185 @@
+// Attention heads as softmax stores on mqar prompts, and the whole inspection of a checkpoint.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "recall/analysis/inspect.h"
+#include "recall/core/error.h"
+#include "recall/models/block.h"
+
+namespace recall {
+
+namespace {
+
+// Scored positions t of one sequence and the context position 2i of the pair whose key x[t] is.
+struct Queries {
+  std::vector<int64_t> t, pair;
+};
+
+std::vector<Queries> find_queries(const Batch& b, int64_t pairs) {
+  auto x = b.x.accessor<int64_t, 2>();
+  auto mask = b.mask.accessor<bool, 2>();
+  std::vector<Queries> out(static_cast<size_t>(b.x.size(0)));
+  for (int64_t s = 0; s < b.x.size(0); ++s)
+    for (int64_t t = 2 * pairs; t < b.x.size(1); ++t) {
+      if (!mask[s][t]) continue;
+      for (int64_t i = 0; i < pairs; ++i)
+        if (x[s][2 * i] == x[s][t]) {
+          out[s].t.push_back(t);
+          out[s].pair.push_back(2 * i);
+          break;
+        }
+    }
+  return out;
+}
+
+// Per head and per read offset o (the head reads position 2i + o of the pair, o < kOffsets).
+constexpr int64_t kOffsets = 3;
+
+struct HeadAccumulator {
+  std::array<std::vector<double>, kOffsets> isr;
+  std::array<double, kOffsets> weight{};
+  std::array<int64_t, kOffsets> hits{};
+};
+
+// Adds the statistics of one layer's heads at one sequence's queries.
+// q: (T, H, dh), k: (N + T, H, dh) with N learned memories first; scale: (H | 1, T).
+void add_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scale,
+               int64_t N, const Queries& queries, std::vector<HeadAccumulator>& acc) {
+  const int64_t P = static_cast<int64_t>(queries.t.size()), H = q.size(1);
+  if (P == 0) return;
+  auto t = torch::tensor(queries.t, torch::kInt64);            // (P,)
+  auto pair = torch::tensor(queries.pair, torch::kInt64) + N;  // (P,) key column of 2i
+  auto logits = torch::einsum("phd,shd->hps", {q.index_select(0, t), k}) *
+                scale.index_select(1, t).unsqueeze(-1);        // (H, P, N + T)
+  auto key_pos = torch::arange(k.size(0), torch::kInt64) - N;  // memories: < 0, always seen
+  auto visible = key_pos.unsqueeze(0) <= t.unsqueeze(1);       // (P, N + T) causal
+  auto a = torch::softmax(
+      logits.to(torch::kFloat64).masked_fill(~visible, -std::numeric_limits<double>::infinity()),
+      -1);                           // (H, P, N + T)
+  auto sum_sq = a.square().sum(-1);  // (H, P)
+  auto top = a.argmax(-1);           // (H, P)
+  for (int64_t o = 0; o < kOffsets; ++o) {
+    // 2i + o <= 2 n <= t: the read position is always visible
+    auto col = pair + o;
+    auto a_read = a.gather(2, col.view({1, P, 1}).expand({H, P, 1})).squeeze(2);  // (H, P)
+    auto isr = ((sum_sq - a_read.square()).clamp_min(0).sqrt() / a_read).contiguous();
+    auto weight = a_read.sum(1);     // (H,)
+    auto hits = top.eq(col).sum(1);  // (H,)
+    for (int64_t h = 0; h < H; ++h) {
+      auto& s = acc[h];
+      const double* p = isr[h].data_ptr<double>();
+      s.isr[o].insert(s.isr[o].end(), p, p + P);
+      s.weight[o] += weight[h].item<double>();
+      s.hits[o] += hits[h].item<int64_t>();
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
+                                      int64_t pairs) {
+  torch::NoGradGuard no_grad;
+  const int64_t L = model->config.n_layers, H = model->config.n_heads;
+  std::vector<std::vector<HeadAccumulator>> acc(L, std::vector<HeadAccumulator>(H));
+  for (const Batch& b : set) {
+    const auto queries = find_queries(b, pairs);
+    const int64_t T = b.x.size(1);
+    // the forward pass of TransformerImpl, reading each attention's queries and keys on the way
+    auto x = model->tok_emb(b.x);  // (B, T, D)
+    if (model->pos_emb) x = x + model->pos_emb->weight.narrow(0, 0, T);
+    for (int64_t l = 0; l < L; ++l) {
+      auto& block = model->blocks[l];
+      auto& attn = *block->attn;
+      auto qkv = attn.project(block->norm1(x));  // q, k, v: (B, T, H, dh)
+      auto scale = attn.logit_scale(T, x.scalar_type());
+      const int64_t N = attn.options.mem_kv();
+      for (int64_t s = 0; s < b.x.size(0); ++s) {
+        auto k = qkv[1][s];  // (T, H, dh)
+        if (N > 0) k = torch::cat({attn.mem_k.transpose(0, 1), k}, 0);
+        add_heads(qkv[0][s], k, scale, N, queries[static_cast<size_t>(s)], acc[l]);
+      }
+      x = block->forward(x);
+    }
+  }
+  std::vector<HeadReport> out;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t h = 0; h < H; ++h) {
+      const auto& a = acc[l][h];
+      // the head's read offset: where it puts the most weight over the whole set
+      const int64_t o = std::max_element(a.weight.begin(), a.weight.end()) - a.weight.begin();
+      const double n = static_cast<double>(std::max<size_t>(1, a.isr[o].size()));
+      HeadReport r;
+      r.layer = l;
+      r.head = h;
+      r.offset = o;
+      r.pair_weight = a.weight[o] / n;
+      r.hit_rate = static_cast<double>(a.hits[o]) / n;
+      r.isr = summarize(a.isr[o]);
+      out.push_back(r);
+    }
+  return out;
+}
+
+void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>& set,
+                  std::vector<HeadReport>& heads) {
+  torch::NoGradGuard no_grad;
+  for (HeadReport& r : heads) {
+    auto& attn = *model->blocks[r.layer]->attn;
+    attn.head_mask = torch::ones({model->config.n_heads});
+    attn.head_mask[r.head] = 0.0;
+    r.ablated_accuracy = evaluate(model, task, set).at("accuracy");
+    attn.head_mask = torch::Tensor();
+  }
+}
+
+std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
+                                  int64_t batches) {
+  Rng rng(static_cast<uint64_t>(config.trainer.seed) ^ 0x5bd1e9955bd1e995ULL);  // as recall eval
+  return task.eval_set(batches, config.trainer.batch_size, seq_len, rng);
+}
+
+void InspectConfig::validate() const {
+  check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
+  for (int64_t m : lengths)
+    check_arg(m >= 1 && m <= 64, fmt::format("--lengths {}: each must be in [1, 64]", m));
+  check_arg(!rules.empty(), "--rules is empty: give some of none, su, qwen, yarn, ssmax");
+  check_arg(batches >= 1 && batches <= 1000,
+            fmt::format("--batches {}: must be in [1, 1000]", batches));
+}
+
+InspectResult inspect(Restored& restored, const InspectConfig& config,
+                      const std::string& checkpoint) {
+  config.validate();
+  const TrainConfig& tc = restored.config;
+  const ModelConfig& mc = tc.model;
+  for (int64_t m : config.lengths)
+    if (mc.pos == PosKind::kLearned && m > 1)
+      throw UsageError(fmt::format(
+          "--lengths {}: this model has learned positions for {} tokens, only 1 is possible", m,
+          mc.seq_len));
+  InspectResult out{checkpoint, restored.step, mc, {}, {}};
+  Transformer& model = restored.model;
+  for (int64_t l = 0; l < mc.n_layers; ++l)
+    if (model->blocks[l]->ffn) out.ffn.push_back(inspect_feed_forward(*model->blocks[l]->ffn, l));
+  if (tc.task.kind != TaskKind::kMqar) return out;
+  auto task = make_task(tc, restored.vocabulary);
+  const BetaRule trained = mc.attn_rule;
+  for (BetaRule rule : config.rules) {
+    model->set_attn_rule(rule);
+    for (int64_t m : config.lengths) {
+      const int64_t T = m * mc.seq_len;
+      const auto set = length_prompts(*task, tc, T, config.batches);
+      auto heads = inspect_heads(model, set, tc.task.mqar_pairs);
+      ablate_heads(model, *task, set, heads);
+      out.attention.push_back({T, rule, evaluate(model, *task, set).at("accuracy"), heads});
+    }
+  }
+  model->set_attn_rule(trained);
+  return out;
+}
+
+}  // namespace recall

@@ -1,0 +1,46 @@
+#include <algorithm>
+#include <cmath>
+
+#include "recall/analysis/probe.h"
+
+namespace recall {
+
+namespace {
+// Percentile with linear interpolation between order statistics (numpy's default); x sorted.
+double percentile(const std::vector<double>& x, double p) {
+  const double pos = p * static_cast<double>(x.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, x.size() - 1);
+  return x[lo] + (pos - static_cast<double>(lo)) * (x[hi] - x[lo]);
+}
+}  // namespace
+
+IsrSummary summarize(std::vector<double> isr) {
+  IsrSummary s;
+  s.count = static_cast<int64_t>(isr.size());
+  if (isr.empty()) return s;
+  std::sort(isr.begin(), isr.end());
+  double sum = 0, sum2 = 0;
+  for (double x : isr) sum += x, sum2 += x * x;
+  s.mean = sum / static_cast<double>(isr.size());
+  s.rms = std::sqrt(sum2 / static_cast<double>(isr.size()));
+  s.median = percentile(isr, 0.5);
+  s.p10 = percentile(isr, 0.1);
+  s.p90 = percentile(isr, 0.9);
+  return s;
+}
+
+std::optional<double> crossing(const std::vector<int64_t>& M,
+                               const std::vector<double>& median_isr) {
+  for (size_t g = 1; g < M.size(); ++g) {
+    const double a = median_isr[g - 1], b = median_isr[g];
+    if (!(a < 1.0 && b >= 1.0)) continue;
+    const double la = std::log(std::max(a, 1e-300)), lb = std::log(b);
+    const double x0 = std::log(static_cast<double>(M[g - 1])),
+                 x1 = std::log(static_cast<double>(M[g]));
+    return std::exp(x0 + (0.0 - la) * (x1 - x0) / (lb - la));
+  }
+  return std::nullopt;
+}
+
+}  // namespace recall

@@ -1,0 +1,223 @@
+#include "recall/core/gemm.h"
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+
+#include "recall/core/row_math.h"
+
+namespace recall {
+
+namespace {
+
+// oneDNN's C API (row-major): C = alpha op(A) op(B) + beta C; returns 0 (dnnl_success) on success.
+using SgemmFn = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                        float* C, int64_t ldc);
+
+SgemmFn sgemm_fn() {
+  static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
+  return fn;
+}
+
+// A matrix operand of a (possibly batched) float tensor: the last two dims are rows x cols, stored
+// row-major ('N', leading dimension ld) or column-major ('T').
+struct Operand {
+  torch::Tensor t;  // keeps a copy alive when one was needed
+  char trans = 'N';
+  int64_t ld = 1;
+};
+
+Operand operand(const torch::Tensor& x) {
+  const int64_t rows = x.size(-2), cols = x.size(-1), s0 = x.stride(-2), s1 = x.stride(-1);
+  if (s1 == 1 && s0 >= std::max<int64_t>(1, cols)) return {x, 'N', s0};
+  if (s0 == 1 && s1 >= std::max<int64_t>(1, rows)) return {x, 'T', s1};
+  auto c = x.contiguous();
+  return {c, 'N', std::max<int64_t>(1, cols)};
+}
+
+bool use_fast(const torch::Tensor& a, const torch::Tensor& b) {
+  return sgemm_fn() && a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32 &&
+         a.device().is_cpu() && b.device().is_cpu() && a.dim() == b.dim() &&
+         (a.dim() == 2 || (a.dim() == 3 && a.size(0) == b.size(0))) && a.size(-1) == b.size(-2);
+}
+
+// The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only).
+torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha,
+                         const torch::Tensor& bias = {}) {
+  if (!use_fast(a, b)) {
+    auto c = torch::matmul(a, b);
+    if (alpha != 1.0) c.mul_(alpha);
+    return bias.defined() ? c.add_(bias) : c;
+  }
+  const bool batched = a.dim() == 3;
+  const int64_t n = batched ? a.size(0) : 1, M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  auto c = batched ? torch::empty({n, M, N}, a.options()) : torch::empty({M, N}, a.options());
+  float beta = 0.0f;
+  if (bias.defined()) {
+    c.copy_(bias.expand({M, N}));  // the product adds onto the bias rows
+    beta = 1.0f;
+  }
+  if (c.numel() == 0) return c;
+  if (K == 0) return bias.defined() ? c : c.zero_();
+  const Operand A = operand(a), B = operand(b);
+  const int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0;
+  const float* pa = A.t.data_ptr<float>();
+  const float* pb = B.t.data_ptr<float>();
+  float* pc = c.data_ptr<float>();
+  auto gemm = [&](int64_t i) {
+    const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
+                                  A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
+    TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status);
+  };
+  if (n == 1) {
+    gemm(0);  // oneDNN threads the single product itself
+  } else {
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {  // one thread per product
+      for (int64_t i = begin; i < end; ++i) gemm(i);
+    });
+  }
+  return c;
+}
+
+struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b, double alpha) {
+    ctx->save_for_backward({a, b});
+    ctx->saved_data["alpha"] = alpha;
+    return raw_matmul(a, b, alpha);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& a = saved[0];
+    const auto& b = saved[1];
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    const auto& g = grads[0];
+    torch::Tensor ga, gb;
+    if (ctx->needs_input_grad(0)) ga = raw_matmul(g, b.transpose(-1, -2), alpha);  // g b^T
+    if (ctx->needs_input_grad(1)) gb = raw_matmul(a.transpose(-1, -2), g, alpha);  // a^T g
+    return {ga, gb, torch::Tensor()};
+  }
+};
+
+// y = x W^T + b for 2-D x (n, in), W (out, in), b (out,) or empty (0,) for none (autograd functions
+// take no undefined inputs). The weight gradient comes
+// out as (out, in) directly, not as the transpose of a (in, out) product.
+struct LinearFunction : public torch::autograd::Function<LinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    return raw_matmul(x, weight.t(), 1.0, bias.numel() > 0 ? bias : torch::Tensor());
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    const auto& g = grads[0];  // (n, out)
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) gx = raw_matmul(g, weight, 1.0);  // (n, out) @ (out, in)
+    if (ctx->needs_input_grad(1)) gw = raw_matmul(g.t(), x, 1.0);   // (out, n) @ (n, in)
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g.sum(0);  // (out,)
+    return {gx, gw, gb};
+  }
+};
+
+// y = gelu(x W^T + b) for 2-D x (n, in), W (out, in), b (out,): the product, then one pass adding
+// the bias and applying the exact GELU, keeping the pre-activation s for the backward, whose one
+// pass gives gs = g gelu'(s) and the bias gradient together.
+struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    auto s = raw_matmul(x, weight.t(), 1.0);  // (n, out), bias added below
+    auto b = bias.contiguous();
+    auto y = torch::empty_like(s);
+    const int64_t n = s.size(0), w = s.size(1);
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(w, 1));
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+      float* ps = s.data_ptr<float>() + begin * w;
+      row_math::bias_gelu_rows(ps, b.data_ptr<float>(), ps, y.data_ptr<float>() + begin * w,
+                               end - begin, w);
+    });
+    ctx->save_for_backward({x, weight, s});
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1], &s = saved[2];
+    const auto g = grads[0].contiguous();  // (n, out)
+    const int64_t n = s.size(0), w = s.size(1);
+    auto gs = torch::empty_like(s);
+    // Bias gradient: per-thread partial column sums, added up after.
+    const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
+    auto partial = torch::zeros({chunks, w}, s.options());
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+        row_math::gelu_backward_rows(
+            g.data_ptr<float>() + begin * w, s.data_ptr<float>() + begin * w,
+            gs.data_ptr<float>() + begin * w, partial.data_ptr<float>() + c * w, end - begin, w);
+      }
+    });
+    torch::Tensor gx, gw;
+    if (ctx->needs_input_grad(0)) gx = raw_matmul(gs, weight, 1.0);  // (n, out) @ (out, in)
+    if (ctx->needs_input_grad(1)) gw = raw_matmul(gs.t(), x, 1.0);   // (out, n) @ (n, in)
+    return {gx, gw, partial.sum(0)};
+  }
+};
+
+}  // namespace
+
+bool fast_gemm_available() {
+  return sgemm_fn() != nullptr;
+}
+
+int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  return sgemm_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+torch::Tensor fast_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha) {
+  if (!use_fast(a, b)) {
+    auto c = torch::matmul(a, b);
+    return alpha == 1.0 ? c : c * alpha;
+  }
+  return MatMulFunction::apply(a, b, alpha);
+}
+
+torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                          const torch::Tensor& bias) {
+  auto out_sizes = x.sizes().vec();
+  out_sizes.back() = weight.size(0);
+  auto x2 = x.reshape({-1, x.size(-1)});  // (n, in)
+  if (!use_fast(x2, weight.t()) || (bias.defined() && bias.scalar_type() != torch::kFloat32)) {
+    auto y = torch::matmul(x2, weight.t());
+    return (bias.defined() ? y + bias : y).view(out_sizes);
+  }
+  auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return LinearFunction::apply(x2, weight, b).view(out_sizes);  // (..., out)
+}
+
+torch::Tensor fast_linear_gelu(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+  auto x2 = x.reshape({-1, x.size(-1)});  // (n, in)
+  if (!use_fast(x2, weight.t()) || bias.scalar_type() != torch::kFloat32 || bias.dim() != 1 ||
+      bias.size(0) != weight.size(0))
+    return linear_gelu_reference(x, weight, bias);
+  auto out_sizes = x.sizes().vec();
+  out_sizes.back() = weight.size(0);
+  return LinearGeluFunction::apply(x2, weight, bias).view(out_sizes);  // (..., out)
+}
+
+torch::Tensor linear_gelu_reference(const torch::Tensor& x, const torch::Tensor& weight,
+                                    const torch::Tensor& bias) {
+  return torch::gelu(torch::nn::functional::linear(x, weight, bias));  // exact (erf) GELU
+}
+
+}  // namespace recall

@@ -1,0 +1,78 @@
+#include "recall/core/io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "recall/core/error.h"
+
+namespace recall {
+namespace fs = std::filesystem;
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  const char* p = content.data();
+  size_t left = content.size();
+  bool ok = true;
+  while (left > 0 && ok) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) p += n, left -= static_cast<size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ::fchmod(fd, 0644);
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || std::rename(tmpl.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmpl.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, why));
+  }
+}
+
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) throw UsageError(fmt::format("{} is empty: give a file path", flag));
+  const fs::path target(path);
+  std::error_code ec;
+  if (fs::is_directory(target, ec))
+    throw UsageError(fmt::format("{} {}: is a folder, give a file path", flag, path));
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(
+        fmt::format("{} {}: folder {} does not exist; create it first", flag, path, dir.string()));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, path, dir.string()));
+}
+
+void check_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) throw UsageError(fmt::format("{} is empty: give a folder", flag));
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+    throw UsageError(fmt::format("{} {}: is a file, give a folder", flag, dir));
+  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, dir, p.string()));
+}
+
+std::string read_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || fs::is_directory(path))
+    throw UsageError(fmt::format("{} {}: cannot read the file; check the path", flag, path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace recall

@@ -1,0 +1,26 @@
+#include "recall/core/signals.h"
+
+#include <csignal>
+
+namespace recall {
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+void on_stop_signal(int sig) {
+  g_signal = sig;
+}
+}  // namespace
+
+void install_stop_signals() {
+  g_signal = 0;
+  struct sigaction action = {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+int stop_signal() {
+  return g_signal;
+}
+
+}  // namespace recall

@@ -1,0 +1,59 @@
+#include <fmt/format.h>
+
+#include "recall/core/error.h"
+#include "recall/core/gemm.h"
+#include "recall/models/block.h"
+#include "recall/models/model.h"
+#include "recall/models/norm.h"
+#include "recall/stores/init.h"
+
+namespace recall {
+
+TransformerImpl::TransformerImpl(ModelConfig config_) : config(std::move(config_)) {
+  reset();
+}
+
+void TransformerImpl::reset() {
+  config.validate();
+  const ModelConfig& c = config;
+  tok_emb = register_module("tok_emb", torch::nn::Embedding(c.vocab_size, c.d_model));
+  torch::NoGradGuard no_grad;
+  tok_emb->weight.normal_(0.0, kInitStd);
+  if (c.pos == PosKind::kLearned) {
+    pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq_len, c.d_model));
+    pos_emb->weight.normal_(0.0, kInitStd);
+  }
+  blocks.clear();
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    blocks.push_back(register_module("block" + std::to_string(i), std::make_shared<BlockImpl>(c)));
+  norm_f = register_module(
+      "norm_f", std::make_shared<NormImpl>(NormOptions(c.d_model).kind(c.norm).bias(c.bias)));
+  if (!c.tied_head) head = register_module("head", make_linear(c.d_model, c.vocab_size, false));
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& idx) {
+  check_arg(idx.dim() == 2 && idx.scalar_type() == torch::kInt64,
+            fmt::format("idx: expected (B, T) int64 token ids, got {} dimensions", idx.dim()));
+  const int64_t T = idx.size(1);
+  check_arg(
+      config.pos != PosKind::kLearned || T <= config.seq_len,
+      fmt::format("sequence length {} exceeds seq_len = {} with pos = learned", T, config.seq_len));
+  auto x = tok_emb(idx);  // (B, T, D)
+  if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
+  for (auto& block : blocks) x = block->forward(x);
+  x = norm_f->forward(x);
+  return fast_linear(x, head ? head->weight : tok_emb->weight);  // (B, T, vocab)
+}
+
+void TransformerImpl::set_attn_rule(BetaRule rule) {
+  config.attn_rule = rule;
+  for (auto& block : blocks) block->attn->set_rule(rule);
+}
+
+int64_t TransformerImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace recall

@@ -1,0 +1,146 @@
+#include "recall/stores/store.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "recall/core/error.h"
+#include "recall/stores/delta.h"
+#include "recall/stores/least_squares.h"
+#include "recall/stores/outer_product.h"
+#include "recall/stores/weight_function_store.h"
+
+namespace recall {
+
+namespace {
+// "relu7" -> 7 when name = prefix + digits; -1 otherwise.
+int numeric_suffix(const std::string& name, const std::string& prefix) {
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.size() > 3) return -1;
+  for (char c : digits)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+  return std::stoi(digits);
+}
+}  // namespace
+
+StoreSpec StoreSpec::parse(const std::string& name, double beta) {
+  StoreSpec spec;
+  WeightFunction& w = spec.weight;
+  w.beta = beta;
+  if (name == "outer_product") {
+    spec.kind = StoreKind::kOuterProduct;
+  } else if (name == "least_squares") {
+    spec.kind = StoreKind::kLeastSquares;
+  } else if (name == "delta") {
+    spec.kind = StoreKind::kDelta;
+  } else {
+    spec.kind = StoreKind::kWeight;
+    if (name == "linear") {
+      w.kind = WeightKind::kLinear;
+    } else if (name == "relu") {
+      w.kind = WeightKind::kReluPow, w.p = 1;
+    } else if (int p = numeric_suffix(name, "relu"); p >= 0) {
+      w.kind = WeightKind::kReluPow, w.p = p;
+    } else if (name == "swiglu") {
+      w.kind = WeightKind::kSwiglu;
+    } else if (int n = numeric_suffix(name, "exp"); n >= 0) {
+      w.kind = WeightKind::kExpSeries, w.n = n;
+    } else if (name == "softmax") {
+      w.kind = WeightKind::kSoftmax;
+    } else {
+      throw std::invalid_argument(fmt::format(
+          "store '{}' is unknown: use outer_product, least_squares, delta, linear, relu, relu<p> "
+          "(p >= 1), swiglu, exp<n> (n >= 1 terms) or softmax",
+          name));
+    }
+  }
+  spec.weight.validate();
+  return spec;
+}
+
+std::string StoreSpec::name() const {
+  switch (kind) {
+    case StoreKind::kOuterProduct:
+      return "outer_product";
+    case StoreKind::kLeastSquares:
+      return "least_squares";
+    case StoreKind::kDelta:
+      return "delta";
+    case StoreKind::kWeight:
+      break;
+  }
+  switch (weight.kind) {
+    case WeightKind::kLinear:
+      return "linear";
+    case WeightKind::kReluPow:
+      return weight.p == 1 ? "relu" : fmt::format("relu{}", weight.p);
+    case WeightKind::kSwiglu:
+      return "swiglu";
+    case WeightKind::kExpSeries:
+      return fmt::format("exp{}", weight.n);
+    case WeightKind::kSoftmax:
+      return "softmax";
+  }
+  return "?";
+}
+
+std::vector<std::string> default_store_names() {
+  return {"outer_product", "least_squares", "relu", "relu2", "relu3",
+          "swiglu",        "exp2",          "exp3", "exp4",  "softmax"};
+}
+
+std::shared_ptr<Store> make_store(const StoreSpec& spec, int64_t d_k, int64_t d_v) {
+  detail::check_dims(d_k, d_v);
+  switch (spec.kind) {
+    case StoreKind::kOuterProduct:
+      return std::make_shared<OuterProductStoreImpl>(OuterProductStoreOptions(d_k, d_v));
+    case StoreKind::kLeastSquares:
+      return std::make_shared<LeastSquaresStoreImpl>(LeastSquaresStoreOptions(d_k, d_v));
+    case StoreKind::kDelta:
+      return std::make_shared<DeltaStoreImpl>(DeltaStoreOptions(d_k, d_v));
+    case StoreKind::kWeight:
+      return std::make_shared<WeightStoreImpl>(WeightStoreOptions(d_k, d_v, spec.weight));
+  }
+  throw std::invalid_argument("unknown store kind");
+}
+
+namespace detail {
+
+void check_dims(int64_t d_k, int64_t d_v) {
+  check_arg(d_k >= 1, fmt::format("d_k = {}: the key dimension must be >= 1", d_k));
+  check_arg(d_v >= 1, fmt::format("d_v = {}: the value dimension must be >= 1", d_v));
+}
+
+void check_memories(const torch::Tensor& keys, const torch::Tensor& values, int64_t d_k,
+                    int64_t d_v) {
+  check_arg(keys.dim() == 2 && keys.size(1) == d_k,
+            fmt::format("keys: shape {} must be (M, d_k = {})", c10::str(keys.sizes()), d_k));
+  check_arg(values.dim() == 2 && values.size(1) == d_v,
+            fmt::format("values: shape {} must be (M, d_v = {})", c10::str(values.sizes()), d_v));
+  check_arg(
+      keys.size(0) == values.size(0),
+      fmt::format("keys and values: counts {} and {} must be equal", keys.size(0), values.size(0)));
+  check_arg(keys.scalar_type() == values.scalar_type() &&
+                (keys.scalar_type() == torch::kFloat32 || keys.scalar_type() == torch::kFloat64),
+            "keys and values: dtype must be float32 or float64, and the same for both");
+  check_arg(torch::isfinite(keys).all().item<bool>(), "keys: every entry must be finite");
+  check_arg(torch::isfinite(values).all().item<bool>(), "values: every entry must be finite");
+}
+
+void check_queries(const torch::Tensor& queries, int64_t d_k) {
+  check_arg(queries.dim() == 2 && queries.size(1) == d_k,
+            fmt::format("queries: shape {} must be (Q, d_k = {})", c10::str(queries.sizes()), d_k));
+}
+
+}  // namespace detail
+
+void KeyValueMemory::append(const torch::Tensor& k, const torch::Tensor& v) {
+  detail::check_memories(k, v, d_k, d_v);
+  if (keys.defined())
+    check_arg(k.scalar_type() == keys.scalar_type(), "keys: dtype must match the stored keys");
+  keys = keys.defined() ? torch::cat({keys, k}) : k;
+  values = values.defined() ? torch::cat({values, v}) : v;
+}
+
+}  // namespace recall

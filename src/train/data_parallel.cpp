@@ -1,0 +1,122 @@
+#include "recall/train/data_parallel.h"
+
+#include <ATen/Parallel.h>
+
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace recall {
+
+namespace {
+
+// Sum (not mean) of the cross-entropy of one row slice, scaled by 1 / total positions.
+torch::Tensor slice_loss(Transformer& model, const torch::Tensor& inputs,
+                         const torch::Tensor& targets, double scale) {
+  auto logits = model(inputs);  // (b, T, vocab)
+  namespace F = torch::nn::functional;
+  auto sum = F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape(-1),
+                              F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return sum * scale;
+}
+
+// n threads that live for the whole process, each running torch single-threaded; run(task) calls
+// task(w) on worker w = 0..n-1 and waits for all. Fresh threads every step cost more than their
+// start: torch initialises each new thread's thread count with at::set_num_threads, which also
+// rebuilds its process-wide pthreadpool (leaving a thread spinning), and so did lowering it to 1.
+// Here that happens once per worker. The pools are never destroyed (their threads only wait).
+class WorkerPool {
+ public:
+  explicit WorkerPool(int n) {
+    const int caller_threads = at::get_num_threads();
+    for (int w = 0; w < n; ++w) threads_.emplace_back([this, w] { loop(w); });
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return ready_ == static_cast<int>(threads_.size()); });
+    lock.unlock();
+    at::set_num_threads(caller_threads);  // the workers lowered torch's default for new threads
+  }
+
+  void run(const std::function<void(int)>& task) {
+    std::lock_guard<std::mutex> serial(run_mutex_);  // one step at a time on these workers
+    std::unique_lock<std::mutex> lock(mutex_);
+    task_ = &task;
+    pending_ = static_cast<int>(threads_.size());
+    ++generation_;
+    start_cv_.notify_all();
+    done_cv_.wait(lock, [&] { return pending_ == 0; });
+    task_ = nullptr;
+  }
+
+ private:
+  void loop(int w) {
+    at::internal::lazy_init_num_threads();  // before lowering: it would reset the count later
+    at::set_num_threads(1);  // this thread's torch ops and oneDNN run single-threaded
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++ready_;
+    done_cv_.notify_all();
+    for (;;) {
+      start_cv_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      const auto* task = task_;
+      lock.unlock();
+      (*task)(w);  // the task catches its own exceptions
+      lock.lock();
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex run_mutex_, mutex_;
+  std::condition_variable start_cv_, done_cv_;
+  const std::function<void(int)>* task_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0, ready_ = 0;
+};
+
+WorkerPool& worker_pool(int n) {
+  static std::mutex mutex;
+  static auto* pools = new std::map<int, std::unique_ptr<WorkerPool>>();  // never freed: see above
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& pool = (*pools)[n];
+  if (!pool) pool = std::make_unique<WorkerPool>(n);
+  return *pool;
+}
+
+}  // namespace
+
+double data_parallel_backward(Transformer& model, const torch::Tensor& inputs,
+                              const torch::Tensor& targets, int workers) {
+  const int64_t B = inputs.size(0);
+  const double scale = 1.0 / static_cast<double>(inputs.numel());
+  const int64_t n = std::min<int64_t>(std::max(workers, 1), B);
+  if (n == 1) {
+    auto loss = slice_loss(model, inputs, targets, scale);
+    loss.backward();
+    return loss.item<double>();
+  }
+  std::vector<double> losses(n, 0.0);
+  std::vector<std::exception_ptr> errors(n);
+  worker_pool(static_cast<int>(n)).run([&](int w) {
+    try {
+      const int64_t begin = B * w / n, end = B * (w + 1) / n;
+      auto loss =
+          slice_loss(model, inputs.slice(0, begin, end), targets.slice(0, begin, end), scale);
+      loss.backward();
+      losses[w] = loss.item<double>();
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+  });
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  double total = 0.0;
+  for (double l : losses) total += l;
+  return total;
+}
+
+}  // namespace recall

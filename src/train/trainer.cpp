@@ -1,0 +1,249 @@
+// The training loop. Exact resume rests on three things: everything random is drawn from generators
+// whose state the checkpoint holds (the task's, torch's), the learning rate is a function of the
+// step alone, and the evaluation set comes from a generator of its own so evaluating never moves
+// training.
+#include "recall/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/core/machine.h"
+#include "recall/train/checkpoint.h"
+
+namespace recall {
+namespace fs = std::filesystem;
+namespace {
+
+// On resume, records past the checkpoint's step came from steps that will be taken again.
+void trim_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("step") && j["step"].get<int64_t>() <= step)
+      kept += line + "\n";
+  }
+  write_file_atomic(path, kept);
+}
+
+// The global gradient norm, clipped to max_norm when that is > 0. torch's clip turns max_norm into
+// a float tensor, so "no clip" cannot be passed to it as a huge max_norm.
+double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  if (max_norm > 0) return torch::nn::utils::clip_grad_norm_(params, max_norm);
+  double sq = 0;
+  for (const auto& p : params)
+    if (p.grad().defined()) sq += p.grad().to(torch::kDouble).square().sum().item<double>();
+  return std::sqrt(sq);
+}
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+nlohmann::json to_json(const std::map<std::string, double>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+}  // namespace
+
+std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary) {
+  auto task = make_task(config, vocabulary);
+  if (config.task.kind == TaskKind::kText) config.model.vocab_size = task->vocab_size();
+  config.model.validate();
+  return task;
+}
+
+std::map<std::string, double> evaluate(Transformer& model, const Task& task,
+                                       const std::vector<Batch>& set) {
+  torch::NoGradGuard no_grad;
+  double ce_sum = 0;
+  int64_t correct = 0, scored = 0;
+  for (const Batch& b : set) {
+    auto logits = model->forward(b.x).index({b.mask});
+    auto target = b.y.index({b.mask});
+    ce_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
+    correct += logits.argmax(-1).eq(target).sum().item<int64_t>();
+    scored += target.numel();
+  }
+  const double n = static_cast<double>(std::max<int64_t>(1, scored));
+  return task.summarise(ce_sum / n, static_cast<double>(correct) / n, scored,
+                        model->num_parameters());
+}
+
+void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_toml,
+                             const std::string& source) {
+  TrainConfig stored;
+  try {
+    stored = train_config_from_toml(ckpt_toml, source + " (stored config)");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(
+        fmt::format("checkpoint {}: its config is not readable: {}", source, e.what()));
+  }
+  const auto want = config_items(config), have = config_items(stored);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i].second != have[i].second)
+      throw UsageError(
+          fmt::format("checkpoint {} was written with {} = {}, this run has {} = {}; "
+                      "it is refused (resume with the same config)",
+                      source, have[i].first, have[i].second, want[i].first, want[i].second));
+}
+
+TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
+  TrainConfig config = config_in;
+  const auto& tc = config.trainer;
+  check_output_dir("--out", options.out_dir);
+  const std::string ckpt_file = checkpoint_path(options.out_dir);
+  const bool have_ckpt = fs::exists(ckpt_file);
+  const bool resume = options.resume || (options.reuse && have_ckpt);
+  if (options.resume && !have_ckpt)
+    throw UsageError(fmt::format("--resume: {} has no checkpoint.bin to resume", options.out_dir));
+  if (!resume && have_ckpt)
+    throw UsageError(
+        fmt::format("--out {}: holds a run already; pass --resume to continue it or "
+                    "choose another folder",
+                    options.out_dir));
+  Checkpoint ckpt;
+  if (resume) ckpt = load_checkpoint(ckpt_file);
+  auto task = resolve_task(config, ckpt.vocabulary);
+  if (resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
+
+  torch::manual_seed(static_cast<uint64_t>(tc.seed));
+  Transformer model(config.model);
+  // decay matrices only: decaying gains and biases pulls norms toward zero for no benefit
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto adamw = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(tc.lr).betas({tc.beta1, tc.beta2}).weight_decay(wd));
+  };
+  torch::optim::AdamW optimizer({torch::optim::OptimizerParamGroup(decay, adamw(tc.weight_decay)),
+                                 torch::optim::OptimizerParamGroup(no_decay, adamw(0.0))});
+  Rng rng(static_cast<uint64_t>(tc.seed));
+  int64_t step = 0;
+  if (resume) {
+    load_module_bytes(*model, ckpt.model);
+    load_optimizer_bytes(optimizer, ckpt.optimizer);
+    std::istringstream(ckpt.task_rng) >> rng;
+    set_torch_rng_state(ckpt.torch_rng);
+    step = ckpt.step;
+  }
+  Rng eval_rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);
+  const auto eval_set =
+      task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
+
+  fs::create_directories(options.out_dir);
+  write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
+  const std::string metrics_file = (fs::path(options.out_dir) / "metrics.jsonl").string();
+  if (resume)
+    trim_metrics(metrics_file, step);
+  else
+    write_file_atomic(metrics_file, "");
+  std::ofstream metrics(metrics_file, std::ios::app);
+  if (options.progress && options.print_config)
+    fmt::print("# resolved config\n{}", config.to_toml());
+  std::fflush(stdout);
+
+  auto save = [&] {
+    for (const auto& p : model->parameters())
+      if (!torch::isfinite(p).all().item<bool>())
+        throw NonFiniteError(
+            fmt::format("step {}: the parameters are not finite; training stopped "
+                        "(the last checkpoint is kept)",
+                        step));
+    std::ostringstream task_rng;
+    task_rng << rng;
+    save_checkpoint(ckpt_file,
+                    {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
+                     module_bytes(*model), optimizer_bytes(optimizer)});
+  };
+  auto run_eval = [&] {
+    auto m = evaluate(model, *task, eval_set);
+    metrics << nlohmann::json{{"step", step}, {"eval", to_json(m)}}.dump() << "\n" << std::flush;
+    if (options.progress)
+      fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}\n", step, m["loss"],
+                 m["accuracy"]);
+    return m;
+  };
+
+  const int64_t tokens_per_step =
+      tc.batch_size * (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
+  // MFU is measured against this machine's fp32 GEMM rate unless the config names a peak.
+  const double peak_flops = tc.peak_flops > 0 ? tc.peak_flops : measure_gemm_gflops(3, 1) * 1e9;
+  const double flops_per_token =
+      6.0 * static_cast<double>(model->num_parameters()) +
+      12.0 * config.model.n_layers * config.model.d_model * config.model.seq_len;
+  TrainResult result;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first = step;
+  while (step < tc.steps) {
+    const double lr = lr_at(tc, step);
+    for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
+    const Batch b = task->sample(tc.batch_size, config.model.seq_len, rng);
+    auto loss = torch::nn::functional::cross_entropy(model->forward(b.x).index({b.mask}),
+                                                     b.y.index({b.mask}));
+    const double loss_v = loss.item<double>();
+    const std::string keep =
+        resume || step > first ? "the last checkpoint is kept" : "no checkpoint was written";
+    if (!std::isfinite(loss_v))
+      throw NonFiniteError(
+          fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, loss_v, keep));
+    optimizer.zero_grad();
+    loss.backward();
+    const double gnorm = grad_norm(model->parameters(), tc.grad_clip);
+    if (!std::isfinite(gnorm))
+      throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
+                                       step + 1, gnorm, keep));
+    optimizer.step();
+    ++step;
+    result.losses.push_back(loss_v);
+
+    if (step % tc.log_every == 0 || step == tc.steps) {
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double tok_s =
+          static_cast<double>((step - first) * tokens_per_step) / std::max(secs, 1e-9);
+      const double mfu = flops_per_token * tok_s / peak_flops;
+      metrics << nlohmann::json{{"step", step},       {"loss", loss_v},        {"lr", lr},
+                                {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"mfu", mfu}}
+                     .dump()
+              << "\n"
+              << std::flush;
+      if (options.progress)
+        fmt::print(stderr,
+                   "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n", step,
+                   tc.steps, loss_v, lr, tok_s, 100 * mfu,
+                   format_duration(secs / (step - first) * (tc.steps - step)));
+    }
+    if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();
+    if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save();
+    if (options.stop) {
+      if (int s = options.stop(step)) {
+        save();
+        result.stopped_by = s;
+        result.step = step;
+        return result;
+      }
+    }
+  }
+  result.eval = run_eval();
+  if (step > first || !resume) save();  // a finished run that was only evaluated is unchanged
+  result.step = step;
+  return result;
+}
+
+}  // namespace recall

@@ -1,0 +1,46 @@
+// A trained checkpoint shared by the inspect and extrapolate tests.
+#pragma once
+#include <string>
+
+#include "recall/core/threads.h"
+#include "recall/train/trainer.h"
+#include "train_test_util.h"
+
+namespace recall::test {
+
+// A small mqar (2 pairs in 16 tokens) that reaches full accuracy in about 250 steps, trained on one
+// thread (seconds; two threads on a busy machine are several times slower) once per test binary.
+inline const std::string& trained_small_mqar() {
+  static TempDir dir;
+  static const std::string run = [] {
+    const TrainConfig cfg = train_config_from_toml(R"(
+task = "mqar"
+vocab_size = 16
+mqar_pairs = 2
+seq_len = 16
+d_model = 32
+n_layers = 2
+n_heads = 2
+ffn_mult = 1
+steps = 300
+batch_size = 64
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 30
+eval_batches = 2
+log_every = 100
+seed = 7
+)",
+                                                   "small mqar");
+    TrainOptions o;
+    o.out_dir = dir / "run";
+    o.progress = false;
+    set_threads(1);
+    train(cfg, o);
+    set_threads(0);
+    return o.out_dir;
+  }();
+  return run;
+}
+
+}  // namespace recall::test

@@ -1,0 +1,115 @@
+// recall extrapolate: accuracy at multiples of the training length, the same as recall eval's.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "analysis/inspect_test_util.h"
+#include "recall/analysis/extrapolate.h"
+
+namespace recall {
+namespace {
+
+TEST(Extrapolate, PointsPerCheckpointRuleAndLength) {
+  ExtrapolateConfig config;
+  config.checkpoints = {test::trained_small_mqar(), test::trained_small_mqar()};
+  config.lengths = {1, 4};
+  config.rules = {BetaRule::kNone, BetaRule::kQwen};
+  set_threads(1);  // far faster than two threads on a busy machine
+  const auto points = extrapolate(config);
+  set_threads(0);
+  SCOPED_TRACE(extrapolate_table(points));
+  ASSERT_EQ(points.size(), 2u * 2u * 2u);
+  EXPECT_EQ(points[0].seq_len, 16);
+  EXPECT_EQ(points[1].seq_len, 64);
+  EXPECT_EQ(points[2].rule, BetaRule::kQwen);
+  EXPECT_EQ(points[0].trained, BetaRule::kNone);
+  for (const auto& p : points) {
+    if (p.multiple == 1) {
+      EXPECT_GE(p.accuracy, 0.9);
+    }
+  }
+  // at the training length qwen is the identity; the two checkpoints are the same
+  EXPECT_DOUBLE_EQ(points[2].accuracy, points[0].accuracy);
+  EXPECT_DOUBLE_EQ(points[4].accuracy, points[0].accuracy);
+  EXPECT_DOUBLE_EQ(points[7].loss, points[3].loss);
+}
+
+TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
+  test::TempDir dir;
+  const std::string ckpt = test::trained_small_mqar();
+  const auto ok = test::run_cli({"--threads", "1", "extrapolate", "--checkpoints", ckpt,
+                                 "--lengths", "1,2", "--rules", "yarn", "--json", dir / "x.json"},
+                                dir);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("2x"), std::string::npos) << ok.out;
+  const auto j = nlohmann::json::parse(test::read_text(dir / "x.json"));
+  ASSERT_EQ(j["points"].size(), 2u);
+  const auto ev = test::run_cli({"--threads", "1", "eval", "--checkpoint", ckpt, "--seq-len", "32",
+                                 "--rule", "yarn", "--batches", "2"},
+                                dir);
+  ASSERT_EQ(ev.code, 0) << ev.err;
+  const auto e = nlohmann::json::parse(ev.out);
+  EXPECT_EQ(j["points"][1]["seq_len"], 32);
+  EXPECT_DOUBLE_EQ(j["points"][1]["accuracy"].get<double>(), e["accuracy"].get<double>());
+  test::write_text(dir / "tiny.toml", test::tiny_mqar_toml());
+  const test::UsageCases bad = {
+      {{"extrapolate", "--checkpoints", ckpt, "--lengths", "65"}, "--lengths 65"},
+      {{"extrapolate", "--checkpoints", ckpt, "--rules", "slow"}, "--rules"},
+      {{"extrapolate", "--checkpoints", dir / "none"}, "none"},
+      {{"extrapolate"}, "--checkpoints"},
+      {{"extrapolate", "--checkpoints", ckpt, "--config", dir / "tiny.toml", "--out", dir / "r"},
+       "--config"},
+      {{"extrapolate", "--config", dir / "tiny.toml"}, "--out"},
+      {{"extrapolate", "--config", dir / "tiny.toml", "--out", dir / "r", "--seeds", "0"},
+       "--seeds 0"},
+      {{"extrapolate", "--config", dir / "tiny.toml", "--out", dir / "r", "--set", "colour=1"},
+       "colour"},
+      {{"extrapolate", "--checkpoints", ckpt, "--plot", dir / "x.jpg"}, "--plot"},
+  };
+  test::expect_usage_errors(bad, dir);
+  EXPECT_FALSE(std::filesystem::exists(dir / "r"));
+}
+
+// --config trains one run per rule and seed under its own rule, then reuses the finished runs.
+TEST(Extrapolate, TrainsOneRunPerRuleAndSeedThenReusesThem) {
+  test::TempDir dir;
+  test::write_text(dir / "tiny.toml", test::tiny_mqar_toml());
+  ExtrapolateConfig config;
+  config.train_config = dir / "tiny.toml";
+  config.sets = {"steps=4"};
+  config.out_dir = dir / "runs";
+  config.rules = {BetaRule::kNone, BetaRule::kSsmax};
+  config.seeds = 2;
+  config.lengths = {1, 2};
+  config.batches = 1;
+  set_threads(1);
+  const auto points = extrapolate(config);
+  set_threads(0);
+  ASSERT_EQ(points.size(), 2u * 2u * 2u);  // rules x seeds x lengths
+  EXPECT_EQ(points[0].checkpoint, dir / "runs/none-seed0");
+  EXPECT_EQ(points[2].checkpoint, dir / "runs/none-seed1");
+  EXPECT_EQ(points[4].checkpoint, dir / "runs/ssmax-seed0");
+  for (const auto& p : points) EXPECT_EQ(p.rule, p.trained);
+  EXPECT_EQ(points[4].trained, BetaRule::kSsmax);
+  EXPECT_EQ(points[1].seq_len, 64);
+  const Restored r = restore(dir / "runs/none-seed1");
+  EXPECT_EQ(r.step, 4);
+  EXPECT_EQ(r.config.trainer.seed, 8);  // the config's seed 7, plus 1
+  // a second call finds the finished runs and evaluates the same models
+  const auto again = extrapolate(config);
+  ASSERT_EQ(again.size(), points.size());
+  for (size_t i = 0; i < points.size(); ++i) EXPECT_DOUBLE_EQ(again[i].loss, points[i].loss);
+  const auto curves = extrapolate_curves(points);
+  ASSERT_EQ(curves.size(), 2u);
+  EXPECT_EQ(curves[1].rule, BetaRule::kSsmax);
+  EXPECT_EQ(curves[0].runs, 2);
+  EXPECT_DOUBLE_EQ(curves[0].accuracy[1], (points[1].accuracy + points[3].accuracy) / 2);
+  EXPECT_LE(curves[0].low[1], curves[0].accuracy[1]);
+  EXPECT_GE(curves[0].high[1], curves[0].accuracy[1]);
+  write_extrapolate_plot(points, dir / "x.png");
+  EXPECT_EQ(test::read_text(dir / "x.png").substr(1, 3), "PNG");
+}
+
+}  // namespace
+}  // namespace recall

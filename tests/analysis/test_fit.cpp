@@ -1,0 +1,89 @@
+// recall fit: a trained store holds more than the constructed store of its width and no more
+// memories than it has parameters; bad flags exit with 2.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "recall/analysis/fit.h"
+#include "train_test_util.h"
+
+namespace recall {
+namespace {
+
+void expect_between_constructed_and_parameters(FitKind kind) {
+  FitConfig c;
+  c.kind = kind;
+  c.width = 8;
+  c.d_k = 16;
+  c.steps = 300;
+  c.lr = 3e-2;
+  const FitResult r = fit_capacity(c);
+  SCOPED_TRACE(fit_table(r));
+  EXPECT_DOUBLE_EQ(r.constructed, 8.0);  // theory capacity at d = 16 exceeds the width
+  ASSERT_TRUE(r.theory.has_value());
+  EXPECT_GT(*r.theory, 8.0);
+  EXPECT_GE(static_cast<double>(r.capacity), r.constructed);
+  EXPECT_LE(r.capacity, r.parameters);
+  EXPECT_FALSE(r.capped);
+  // the bracket is tight: capacity passes and capacity + 1 was tried and failed
+  bool next_failed = false;
+  for (const auto& t : r.trials) {
+    if (t.M == r.capacity) {
+      EXPECT_GE(t.recalled, c.target);
+    }
+    if (t.M == r.capacity + 1) next_failed = t.recalled < c.target;
+  }
+  EXPECT_TRUE(next_failed);
+}
+
+TEST(Fit, Relu2CapacityLiesBetweenConstructedAndParameters) {
+  expect_between_constructed_and_parameters(FitKind::kMlpRelu2);
+}
+
+TEST(Fit, LearnedKvCapacityLiesBetweenConstructedAndParameters) {
+  expect_between_constructed_and_parameters(FitKind::kLearnedKv);
+}
+
+TEST(Fit, ParametersAndTheoryPerKind) {
+  FitConfig c;
+  c.width = 10;
+  c.d_k = 64;
+  EXPECT_EQ(c.parameters(), 2 * 10 * 64);
+  c.kind = FitKind::kSwiglu;
+  EXPECT_EQ(c.parameters(), 3 * 10 * 64);
+  EXPECT_EQ(c.constructed_spec().name(), "swiglu");
+  c.kind = FitKind::kMlpRelu;
+  EXPECT_EQ(c.constructed_spec().name(), "relu");
+  EXPECT_EQ(fit_kind_from_string("learned_kv"), FitKind::kLearnedKv);
+  EXPECT_THROW(fit_kind_from_string("gelu"), std::invalid_argument);
+}
+
+TEST(Fit, CliWritesJson) {
+  test::TempDir dir;
+  const auto r = test::run_cli({"fit", "--kind", "mlp-relu", "--width", "4", "--dk", "8", "--steps",
+                                "100", "--json", dir / "fit.json"},
+                               dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fitted capacity"), std::string::npos);
+  const auto j = nlohmann::json::parse(test::read_text(dir / "fit.json"));
+  EXPECT_EQ(j["config"]["kind"], "mlp-relu");
+  EXPECT_EQ(j["parameters"], 64);
+  EXPECT_EQ(j["constructed_capacity"], 4.0);
+  EXPECT_GE(j["capacity"].get<int64_t>(), 1);
+  EXPECT_LE(j["capacity"].get<int64_t>(), 64 * 4);
+}
+
+TEST(Fit, CliRejectsBadFlags) {
+  test::TempDir dir;
+  const test::UsageCases cases = {
+      {{"fit", "--kind", "gelu"}, "--kind gelu"},
+      {{"fit", "--width", "0"}, "--width 0"},
+      {{"fit", "--dk", "1"}, "--dk 1"},
+      {{"fit", "--target", "1.5"}, "--target 1.5"},
+      {{"fit", "--json", dir / "no/such/dir/f.json"}, "--json"},
+  };
+  test::expect_usage_errors(cases, dir);
+}
+
+}  // namespace
+}  // namespace recall

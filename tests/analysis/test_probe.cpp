@@ -1,0 +1,190 @@
+// The streaming probe against its slow reference, the essay's measured tables, and theory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "recall/analysis/probe.h"
+#include "recall/analysis/probe_output.h"
+
+using namespace recall;
+
+namespace {
+const CurvePoint& point_at(const StoreResult& s, int64_t M) {
+  for (const auto& p : s.curve)
+    if (p.M == M) return p;
+  throw std::runtime_error("no such M");
+}
+}  // namespace
+
+TEST(Probe, StreamingFastPathMatchesStoreModules) {
+  // The fast path (float32, nested sets in one stream) against every store module written and
+  // queried one M at a time (float64): summaries agree to 1e-4 relative.
+  ProbeConfig c;
+  c.stores = {"outer_product", "relu", "relu3", "swiglu", "exp3", "softmax"};
+  c.d_k = c.d_v = 16;
+  c.queries = 24;
+  c.trials = 2;
+  c.m = {8, 20, 64, 300};
+  c.chunk = 50;  // chunks that straddle grid points and generator blocks
+  c.rules.clear();
+  const auto fast = run_probe(c);
+  c.reference = true;
+  const auto ref = run_probe(c);
+  for (size_t s = 0; s < fast.stores.size(); ++s)
+    for (size_t g = 0; g < c.m.size(); ++g) {
+      const auto &a = fast.stores[s].curve[g].isr, &b = ref.stores[s].curve[g].isr;
+      EXPECT_EQ(a.count, b.count);
+      for (auto [x, y] :
+           {std::pair{a.median, b.median}, {a.rms, b.rms}, {a.p10, b.p10}, {a.p90, b.p90}})
+        EXPECT_NEAR(x, y, 1e-4 * std::abs(y)) << fast.stores[s].store << " M " << c.m[g];
+    }
+}
+
+TEST(Probe, ChunkSizeDoesNotChangeTheMemories) {
+  ProbeConfig c;
+  c.stores = {"relu2"};
+  c.d_k = c.d_v = 16;
+  c.trials = 1;
+  c.m = {100, 1000, 20000};
+  c.rules.clear();
+  c.chunk = 333;
+  const auto a = run_probe(c);
+  c.chunk = 16384;
+  const auto b = run_probe(c);
+  for (size_t g = 0; g < c.m.size(); ++g)
+    EXPECT_NEAR(a.stores[0].curve[g].isr.median, b.stores[0].curve[g].isr.median,
+                1e-5 * b.stores[0].curve[g].isr.median);
+}
+
+TEST(Probe, EssaysMeasuredTables) {
+  // Outer product: ISR ~0.97 at M = 64 and ~16 at M = 16384; least squares: 0 up to 64, ~1.0 at
+  // 128.
+  ProbeConfig c;
+  c.stores = {"outer_product"};
+  c.m = {16, 32, 64, 128, 16384};
+  c.rules.clear();
+  const auto r = run_probe(c);
+  EXPECT_NEAR(point_at(r.stores[0], 64).isr.median, 0.97, 0.05);
+  EXPECT_NEAR(point_at(r.stores[0], 16384).isr.median, 16.0, 0.5);
+  c.stores = {"least_squares"};
+  c.m = {16, 32, 64, 128};
+  const auto ls = run_probe(c);
+  for (int64_t M : {16, 32, 64}) EXPECT_LT(point_at(ls.stores[0], M).isr.p90, 1e-4) << M;
+  EXPECT_NEAR(point_at(ls.stores[0], 128).isr.median, 1.0, 0.06);
+}
+
+TEST(Probe, MeasuredCapacitiesAgreeWithTheory) {
+  // The RMS crossing estimates what theory predicts (E[ISR^2] = 1): within 3 standard errors over
+  // 8 trials. The headline median crossing sits a few per cent above it (ISR is skewed): within 8
+  // %.
+  ProbeConfig c;
+  c.stores = {"outer_product", "least_squares", "relu", "relu2",  "swiglu",
+              "exp2",          "exp3",          "exp4", "softmax"};
+  c.beta = 4;  // softmax capacity ~1.8e3 at d_k = 64, so the test stays fast
+  c.trials = 8;
+  c.queries = 64;
+  c.margin = 1.3;
+  c.rules.clear();
+  const auto r = run_probe(c);
+  for (const auto& s : r.stores) {
+    const auto& cap = s.capacity;
+    ASSERT_TRUE(cap.rms && cap.rms_sem && cap.theory && cap.median)
+        << s.store << " " << cap.rms.has_value() << cap.rms_sem.has_value()
+        << cap.median.has_value();
+    EXPECT_NEAR(*cap.rms, *cap.theory, 3 * *cap.rms_sem + 0.01 * *cap.theory) << s.store;
+    EXPECT_NEAR(*cap.median / *cap.theory, 1.0, 0.08) << s.store;
+    EXPECT_LE(*cap.low, *cap.median);
+    EXPECT_GE(*cap.high, *cap.median);
+  }
+}
+
+TEST(Probe, RulesOnTheEssaysFigureShape) {
+  // L = 64 instead of 1024 keeps it fast; the shape is the essay's: past L, su and qwen coincide
+  // and fall, yarn falls faster, a fixed beta rises.
+  ProbeConfig c;
+  c.stores = {"relu"};
+  c.m = {16, 32};
+  c.trials = 2;
+  c.ref_len = 64;
+  c.rule_m_max = 65536;
+  c.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
+  const auto r = run_probe(c);
+  const auto &none = r.rules[0].curve, &su = r.rules[1].curve, &qwen = r.rules[2].curve,
+             &yarn = r.rules[3].curve;
+  ASSERT_EQ(none.size(), 11u);
+  for (size_t g = 0; g < su.size(); ++g) {
+    EXPECT_DOUBLE_EQ(su[g].isr.median, qwen[g].isr.median);
+    // At beta near 20 a few memories dominate the interference, so the RMS over 128 queries is
+    // only good to about 20 %; at fixed beta 8 it is good to a few per cent.
+    EXPECT_NEAR(su[g].isr.rms, su[g].theory_rms, 0.25 * su[g].theory_rms) << su[g].M;
+    EXPECT_NEAR(none[g].isr.rms, none[g].theory_rms, 0.05 * none[g].theory_rms) << none[g].M;
+  }
+  EXPECT_LT(su.back().isr.median, su[1].isr.median);
+  EXPECT_LT(yarn.back().isr.median, su.back().isr.median);
+  EXPECT_GT(none.back().isr.median, 10 * none.front().isr.median);
+}
+
+TEST(Probe, SameSeedGivesIdenticalJson) {
+  ProbeConfig c;
+  c.stores = {"relu", "softmax"};
+  c.m = {64, 256, 4096};
+  c.rule_m_max = 4096;
+  c.trials = 2;
+  EXPECT_EQ(probe_json(run_probe(c)), probe_json(run_probe(c)));
+  ProbeConfig other = c;
+  other.seed = 1;
+  EXPECT_NE(probe_json(run_probe(c)), probe_json(run_probe(other)));
+}
+
+TEST(Probe, AutomaticGridEndsPastCapacity) {
+  ProbeConfig c;
+  for (const char* name : {"outer_product", "relu2", "softmax"}) {
+    const auto grid = store_grid(c, name);
+    EXPECT_EQ(grid.front(), 16);
+    EXPECT_EQ(grid.back() & (grid.back() - 1), 0);  // powers of 2
+  }
+  EXPECT_EQ(store_grid(c, "outer_product").back(), 128);         // theory ISR 1.41
+  EXPECT_EQ(store_grid(c, "softmax").back(), int64_t{1} << 21);  // past 2 million, ISR 1.28
+  EXPECT_EQ(rule_grid(c).front(), 1024);
+  EXPECT_EQ(rule_grid(c).back(), int64_t{1} << 22);
+}
+
+TEST(Probe, CrossingInterpolatesInLogLog) {
+  // ISR = sqrt(M / 100) on the grid: the crossing is at M = 100 exactly.
+  std::vector<int64_t> M = {16, 32, 64, 128, 256};
+  std::vector<double> isr;
+  for (int64_t m : M) isr.push_back(std::sqrt(m / 100.0));
+  EXPECT_NEAR(*crossing(M, isr), 100.0, 1e-9);
+  EXPECT_FALSE(crossing(M, {0.1, 0.2, 0.3, 0.4, 0.5}).has_value());
+  auto s = summarize({4, 1, 3, 2, 5});
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.p10, 1.4);
+  EXPECT_DOUBLE_EQ(s.p90, 4.6);
+  EXPECT_DOUBLE_EQ(s.rms, std::sqrt(11.0));
+}
+
+TEST(Probe, BadConfigNamesTheFlag) {
+  auto message = [](ProbeConfig c) {
+    try {
+      c.validate();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ProbeConfig c;
+  c.d_k = 0;
+  EXPECT_NE(message(c).find("--dk 0"), std::string::npos);
+  c = {};
+  c.trials = 0;
+  EXPECT_NE(message(c).find("--trials 0"), std::string::npos);
+  c = {};
+  c.m = {64, 1};
+  EXPECT_NE(message(c).find("--m 1"), std::string::npos);
+  c = {};
+  c.stores = {"relu", "bogus"};
+  EXPECT_NE(message(c).find("'bogus'"), std::string::npos);
+  c = {};
+  c.beta = -1;
+  EXPECT_NE(message(c).find("--beta -1"), std::string::npos);
+}

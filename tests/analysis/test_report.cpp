@@ -1,0 +1,74 @@
+// recall report --quick through the binary: every section, plot and JSON file is written, and the
+// numbers in them are the experiments' (theory, a trained mqar model, fits between the constructed
+// store and the parameter count, facts above chance).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "recall/analysis/probe_output.h"
+#include "recall/stores/theory.h"
+#include "train_test_util.h"
+
+namespace recall {
+namespace {
+
+TEST(Report, QuickWritesEverySectionPlotAndJson) {
+  test::TempDir dir;
+  const auto r = test::run_cli({"report", "--out", dir / "rep", "--quick", "--quiet"}, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("report.md"), std::string::npos) << r.out;
+  const std::string md = test::read_text(dir / "rep/report.md");
+  for (const char* section :
+       {"# recall report (quick)", "## 1. Capacity of random stores", "## 2. The probe",
+        "## 3. Trained attention at longer contexts", "## 4. Which heads recall",
+        "## 5. Trained stores against constructed ones", "## 6. Facts"})
+    EXPECT_NE(md.find(section), std::string::npos) << section;
+  for (const char* plot : {"probe.png", "extrapolate.png", "inspect.png", "fit.png"}) {
+    EXPECT_EQ(test::read_text(dir / "rep/" + std::string(plot)).substr(1, 3), "PNG") << plot;
+    EXPECT_NE(md.find(fmt::format("]({})", plot)), std::string::npos) << plot;
+  }
+  // theory: the same numbers as recall theory
+  const auto theory = nlohmann::json::parse(test::read_text(dir / "rep/theory.json"));
+  EXPECT_EQ(theory, nlohmann::json::parse(theory_json(64, 8.0)));
+  const auto softmax = theory_capacity(StoreSpec::parse("softmax", 8.0), 64);
+  EXPECT_NE(md.find(fmt::format("| {:.6g} |", *softmax)), std::string::npos);
+  // the probe's measured outer-product capacity is near d
+  const auto probe = nlohmann::json::parse(test::read_text(dir / "rep/probe.json"));
+  EXPECT_EQ(probe["config"]["trials"], 2);
+  // mqar-tiny trained with rule none recalls at its training length, under none, qwen and yarn
+  const auto ex = nlohmann::json::parse(test::read_text(dir / "rep/extrapolate.json"));
+  int at_train = 0;
+  for (const auto& p : ex["points"])
+    if (p["multiple"] == 1 && p["trained_rule"] == "none") {
+      EXPECT_GE(p["accuracy"].get<double>(), 0.9) << p;
+      ++at_train;
+    }
+  EXPECT_EQ(at_train, 3);
+  const auto inspect = nlohmann::json::parse(test::read_text(dir / "rep/inspect.json"));
+  int recalling = 0;
+  for (const auto& h : inspect["attention"][0]["heads"]) recalling += h["recalls"].get<bool>();
+  EXPECT_GE(recalling, 1);
+  // every fit holds at least the constructed store and at most one memory per parameter
+  const auto fits = nlohmann::json::parse(test::read_text(dir / "rep/fit.json"));
+  ASSERT_EQ(fits.size(), 4u);
+  for (const auto& f : fits) {
+    EXPECT_GE(f["capacity"].get<double>(), f["constructed_capacity"].get<double>()) << f;
+    EXPECT_LE(f["capacity"].get<double>(), f["parameters"].get<double>()) << f;
+  }
+  const auto facts = nlohmann::json::parse(test::read_text(dir / "rep/facts.json"));
+  ASSERT_EQ(facts.size(), 2u);
+  for (const auto& f : facts) EXPECT_GT(f["eval"]["accuracy"].get<double>(), 2.0 / 32) << f;
+  EXPECT_EQ(facts[0]["parameters"], facts[1]["parameters"]);  // equal parameter counts
+}
+
+TEST(Report, RejectsAnOutThatIsAFile) {
+  test::TempDir dir;
+  test::write_text(dir / "file", "x");
+  test::expect_usage_errors({{{"report", "--out", dir / "file"}, "--out"}, {{"report"}, "--out"}},
+                            dir);
+}
+
+}  // namespace
+}  // namespace recall

@@ -1,0 +1,127 @@
+// ModelConfig: validation messages, enum names, TOML reading.
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include "recall/models/model.h"
+#include "recall/models/model_config.h"
+
+namespace recall {
+namespace {
+
+// Expects validate() to throw std::invalid_argument whose message contains every fragment.
+void expect_rejected(const ModelConfig& c, const std::vector<std::string>& fragments) {
+  try {
+    c.validate();
+    FAIL() << "accepted an invalid config";
+  } catch (const std::invalid_argument& e) {
+    for (const auto& f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << f << "'";
+  }
+}
+
+TEST(ModelConfig, DefaultsAreValid) {
+  EXPECT_NO_THROW(ModelConfig{}.validate());
+}
+
+TEST(ModelConfig, RejectsBadValuesNamingKeyValueAndRange) {
+  ModelConfig c;
+  c.d_model = 130;
+  expect_rejected(c, {"d_model = 130", "n_heads = 4", "divisible"});
+  c = {};
+  c.vocab_size = 0;
+  expect_rejected(c, {"vocab_size = 0", ">= 1"});
+  c = {};
+  c.vocab_size = -5;
+  expect_rejected(c, {"vocab_size = -5", ">= 1"});
+  c = {};
+  c.ffn = FfnKind::kLearnedKv;
+  expect_rejected(c, {"ffn_slots = 0", ">= 1", "learned_kv"});
+  c = {};
+  c.d_model = 12;
+  c.n_heads = 4;  // head dim 3
+  expect_rejected(c, {"3", "even", "rope"});
+  c.pos = PosKind::kLearned;  // odd head dims are fine without rope
+  EXPECT_NO_THROW(c.validate());
+  c = {};
+  c.seq_len = 1;
+  expect_rejected(c, {"seq_len = 1", ">= 2"});
+  c = {};
+  c.attn_mem_kv = -1;
+  expect_rejected(c, {"attn_mem_kv = -1", ">= 0"});
+  c = {};
+  c.ffn_mult = 0;
+  expect_rejected(c, {"ffn_mult = 0", ">= 1"});
+  c = {};
+  c.n_layers = 0;
+  expect_rejected(c, {"n_layers = 0", ">= 1"});
+}
+
+TEST(ModelConfig, EnumNamesRoundTrip) {
+  for (auto v : {PosKind::kRope, PosKind::kLearned, PosKind::kNone})
+    EXPECT_EQ(pos_kind_from_string(to_string(v)), v);
+  for (auto v : {NormKind::kRmsNorm, NormKind::kLayerNorm})
+    EXPECT_EQ(norm_kind_from_string(to_string(v)), v);
+  for (auto v : {FfnKind::kMlp, FfnKind::kSwiglu, FfnKind::kLearnedKv, FfnKind::kNone})
+    EXPECT_EQ(ffn_kind_from_string(to_string(v)), v);
+  for (auto v : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu})
+    EXPECT_EQ(activation_from_string(to_string(v)), v);
+  EXPECT_EQ(to_string(FfnKind::kLearnedKv), "learned_kv");
+  EXPECT_EQ(to_string(NormKind::kRmsNorm), "rmsnorm");
+}
+
+TEST(ModelConfig, BadEnumNamesAreRejectedWithTheAcceptedNames) {
+  try {
+    ffn_kind_from_string("moe");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'moe'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("mlp, swiglu, learned_kv, none"), std::string::npos);
+  }
+  EXPECT_THROW(pos_kind_from_string("ROPE"), std::invalid_argument);
+  EXPECT_THROW(norm_kind_from_string(""), std::invalid_argument);
+  EXPECT_THROW(activation_from_string("tanh"), std::invalid_argument);
+}
+
+TEST(ModelConfig, ReadsTomlKeysAndReportsThem) {
+  auto table = toml::parse(R"(
+    d_model = 64
+    n_heads = 2
+    pos = "learned"
+    norm = "layernorm"
+    ffn = "learned_kv"
+    ffn_slots = 32
+    tied_head = true
+    attn_rule = "ssmax"
+    lr = 0.1
+  )");
+  std::vector<std::string> used;
+  ModelConfig c = model_config_from_toml(table, &used);
+  EXPECT_EQ(c.d_model, 64);
+  EXPECT_EQ(c.n_heads, 2);
+  EXPECT_EQ(c.pos, PosKind::kLearned);
+  EXPECT_EQ(c.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(c.ffn, FfnKind::kLearnedKv);
+  EXPECT_EQ(c.ffn_slots, 32);
+  EXPECT_TRUE(c.tied_head);
+  EXPECT_EQ(c.attn_rule, BetaRule::kSsmax);
+  EXPECT_EQ(c.vocab_size, ModelConfig{}.vocab_size);
+  EXPECT_EQ(used.size(), 8u);
+  EXPECT_EQ(std::count(used.begin(), used.end(), "lr"), 0);
+}
+
+TEST(ModelConfig, TomlWrongTypesAndValuesAreRejected) {
+  EXPECT_THROW(model_config_from_toml(toml::parse("d_model = \"big\"")), std::invalid_argument);
+  EXPECT_THROW(model_config_from_toml(toml::parse("d_model = 1.5")), std::invalid_argument);
+  EXPECT_THROW(model_config_from_toml(toml::parse("bias = 1")), std::invalid_argument);
+  EXPECT_THROW(model_config_from_toml(toml::parse("pos = \"alibi\"")), std::invalid_argument);
+  try {
+    model_config_from_toml(toml::parse("d_model = 130"));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("d_model = 130"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace recall

@@ -1,0 +1,132 @@
+// Naive references for the model tests: explicit loops over heads and positions, float64.
+#pragma once
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "recall/stores/attention.h"
+#include "recall/stores/beta_rule.h"
+#include "recall/stores/feed_forward.h"
+
+namespace recall::testing {
+
+// Rotates the pair (i, i + d/2) of a head vector at position t by t * 10000^(-2i/d).
+inline torch::Tensor rope_naive(const torch::Tensor& v, int64_t t) {
+  const int64_t d = v.size(0), half = d / 2;
+  auto r = v.clone();
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = t * std::pow(10000.0, -2.0 * i / d);
+    const double a = v[i].item<double>(), b = v[i + half].item<double>();
+    r[i] = a * std::cos(angle) - b * std::sin(angle);
+    r[i + half] = b * std::cos(angle) + a * std::sin(angle);
+  }
+  return r;
+}
+
+inline torch::Tensor linear_naive(const torch::Tensor& x, const torch::nn::Linear& l) {
+  auto y = torch::matmul(x, l->weight.t());
+  return l->bias.defined() ? y + l->bias : y;
+}
+
+// x: (B, T, D) -> (B, T, D), loops over batch, head, query and key.
+inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), D = a.options.d_model(), H = a.options.n_heads();
+  const int64_t dh = D / H, N = a.options.mem_kv();
+  const double L = static_cast<double>(a.options.seq_len());
+  auto y = torch::zeros({B, T, D}, x.options());
+  for (int64_t b = 0; b < B; ++b) {
+    auto qkv = linear_naive(x[b], a.qkv);  // (T, 3D)
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t t = 0; t < T; ++t) {
+        auto q = qkv[t].slice(0, h * dh, (h + 1) * dh);
+        if (a.options.rope()) q = rope_naive(q, t);
+        const double M = t + 1.0;
+        const double scale =
+            (a.options.rule() == BetaRule::kSsmax ? a.ssmax->scale[h].item<double>() * std::log(M)
+                                                  : beta_for(a.options.rule(), M, L, 1.0)) /
+            std::sqrt(static_cast<double>(dh));
+        std::vector<double> logits;
+        std::vector<torch::Tensor> values;
+        for (int64_t m = 0; m < N; ++m) {
+          logits.push_back(scale * q.dot(a.mem_k[h][m]).item<double>());
+          values.push_back(a.mem_v[h][m]);
+        }
+        for (int64_t s = 0; s <= t; ++s) {
+          auto k = qkv[s].slice(0, D + h * dh, D + (h + 1) * dh);
+          if (a.options.rope()) k = rope_naive(k, s);
+          logits.push_back(scale * q.dot(k).item<double>());
+          values.push_back(qkv[s].slice(0, 2 * D + h * dh, 2 * D + (h + 1) * dh));
+        }
+        const double mx = *std::max_element(logits.begin(), logits.end());
+        double z = 0;
+        for (double l : logits) z += std::exp(l - mx);
+        auto acc = torch::zeros({dh}, x.options());
+        for (size_t j = 0; j < logits.size(); ++j) acc += std::exp(logits[j] - mx) / z * values[j];
+        if (a.head_mask.defined()) acc = acc * a.head_mask[h].item<double>();
+        y[b][t].slice(0, h * dh, (h + 1) * dh) = acc;
+      }
+    }
+  }
+  return linear_naive(y, a.out);
+}
+
+inline double activation_naive(Activation act, double s) {
+  switch (act) {
+    case Activation::kRelu:
+      return std::max(0.0, s);
+    case Activation::kRelu2:
+      return s > 0 ? s * s : 0.0;
+    case Activation::kRelu3:
+      return s > 0 ? s * s * s : 0.0;
+    case Activation::kGelu:
+      return 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)));
+  }
+  return s;
+}
+
+// x: (n, D) -> (n, D), loops over rows, hidden units and slots.
+inline torch::Tensor feed_forward_naive(FeedForwardImpl& f, const torch::Tensor& x) {
+  const int64_t n = x.size(0), D = f.options.d_model();
+  auto y = torch::zeros({n, D}, x.options());
+  for (int64_t r = 0; r < n; ++r) {
+    auto xr = x[r];
+    if (f.options.kind() == FfnKind::kLearnedKv) {
+      const int64_t H = f.options.n_heads(), dh = D / H, S = f.options.slots();
+      auto q = linear_naive(xr.unsqueeze(0), f.w1)[0];
+      auto heads = torch::zeros({D}, x.options());
+      for (int64_t h = 0; h < H; ++h) {
+        auto qh = q.slice(0, h * dh, (h + 1) * dh);
+        std::vector<double> w(S);
+        double z = 0;
+        for (int64_t s = 0; s < S; ++s) {
+          w[s] = std::exp(qh.dot(f.keys[h][s]).item<double>() / std::sqrt(double(dh)));
+          z += w[s];
+        }
+        for (int64_t s = 0; s < S; ++s)
+          heads.slice(0, h * dh, (h + 1) * dh) += w[s] / z * f.values[h][s];
+      }
+      y[r] = linear_naive(heads.unsqueeze(0), f.w2)[0];
+      continue;
+    }
+    const int64_t hidden = f.w1->weight.size(0);
+    auto acc = f.w2->bias.defined() ? f.w2->bias.clone() : torch::zeros({D}, x.options());
+    for (int64_t j = 0; j < hidden; ++j) {
+      auto pre = [&](const torch::nn::Linear& l) {
+        return l->weight[j].dot(xr).item<double>() +
+               (l->bias.defined() ? l->bias[j].item<double>() : 0.0);
+      };
+      double h;
+      if (f.options.kind() == FfnKind::kSwiglu) {
+        const double g = pre(f.w1);
+        h = g / (1.0 + std::exp(-g)) * pre(f.w3);
+      } else {
+        h = activation_naive(f.options.activation(), pre(f.w1));
+      }
+      acc += h * f.w2->weight.select(1, j);
+    }
+    y[r] = acc;
+  }
+  return y;
+}
+
+}  // namespace recall::testing

@@ -1,0 +1,97 @@
+// Attention against the naive reference of model_reference.h, for every beta rule.
+#include <gtest/gtest.h>
+
+#include "recall/stores/attention.h"
+#include "stores/model_reference.h"
+
+namespace recall {
+namespace {
+
+Attention make_attention(BetaRule rule, bool rope, int64_t mem_kv, int64_t seq_len) {
+  torch::manual_seed(1);
+  Attention a(AttentionOptions(8, 2, seq_len).rule(rule).rope(rope).bias(true).mem_kv(mem_kv));
+  a->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  for (auto& p : a->parameters()) p.normal_(0.0, 0.5);  // sharp enough for the rules to matter
+  return a;
+}
+
+// Largest absolute difference between the fast attention and the naive loops.
+double max_error(Attention& a, torch::ScalarType dtype) {
+  auto x = torch::randn({2, 7, 8}, torch::kFloat64);
+  auto ref = testing::attention_naive(*a, x);
+  a->to(dtype);
+  auto fast = a->forward(x.to(dtype)).to(torch::kFloat64);
+  a->to(torch::kFloat64);
+  return (fast - ref).abs().max().item<double>();
+}
+
+TEST(ModelAttention, EveryRuleMatchesTheNaiveLoops) {
+  // seq_len 4 < T = 7 so that qwen and yarn differ from su and none past L.
+  for (BetaRule rule : all_beta_rules()) {
+    for (bool rope : {true, false}) {
+      auto a = make_attention(rule, rope, 0, 4);
+      if (rule == BetaRule::kSsmax) {
+        torch::NoGradGuard no_grad;
+        a->ssmax->scale.copy_(torch::tensor({0.3, 1.7}, torch::kFloat64));  // distinct per head
+      }
+      EXPECT_LT(max_error(a, torch::kFloat64), 1e-12) << to_string(rule) << " rope " << rope;
+      EXPECT_LT(max_error(a, torch::kFloat32), 2e-5) << to_string(rule) << " rope " << rope;
+    }
+  }
+}
+
+TEST(ModelAttention, MemoryKeyValuesMatchTheNaiveLoops) {
+  for (BetaRule rule : {BetaRule::kNone, BetaRule::kSu}) {
+    auto a = make_attention(rule, true, 3, 16);
+    EXPECT_LT(max_error(a, torch::kFloat64), 1e-12) << to_string(rule);
+    EXPECT_LT(max_error(a, torch::kFloat32), 2e-5) << to_string(rule);
+  }
+}
+
+TEST(ModelAttention, HeadMaskScalesEachHeadsOutput) {
+  auto a = make_attention(BetaRule::kSu, true, 0, 4);
+  a->head_mask = torch::tensor({0.0, 1.0}, torch::kFloat64);  // head 0 ablated
+  EXPECT_LT(max_error(a, torch::kFloat64), 1e-12);
+  EXPECT_LT(max_error(a, torch::kFloat32), 2e-5);
+  // both heads zeroed: only the output projection's bias is left
+  a->head_mask = torch::zeros({2}, torch::kFloat64);
+  auto y = a->forward(torch::randn({2, 7, 8}, torch::kFloat64));
+  EXPECT_TRUE(torch::allclose(y, a->out->bias.expand({2, 7, 8}), 0.0, 1e-15));
+}
+
+TEST(ModelAttention, RuleNoneIsStandardScaledDotProductAttention) {
+  auto a = make_attention(BetaRule::kNone, false, 0, 16);
+  auto x = torch::randn({1, 5, 8}, torch::kFloat64);
+  auto qkv = testing::linear_naive(x, a->qkv).view({1, 5, 3, 2, 4}).permute({2, 0, 3, 1, 4});
+  auto logits = torch::matmul(qkv[0], qkv[1].transpose(-1, -2)) / 2.0;  // sqrt(d_head = 4)
+  logits.masked_fill_(torch::ones({5, 5}, torch::kBool).triu(1), -INFINITY);
+  auto y = torch::matmul(torch::softmax(logits, -1), qkv[2]).transpose(1, 2).reshape({1, 5, 8});
+  EXPECT_LT((a->forward(x) - testing::linear_naive(y, a->out)).abs().max().item<double>(), 1e-12);
+}
+
+TEST(ModelAttention, SsmaxStartsEqualToSuAndSetRuleAddsItsScale) {
+  auto a = make_attention(BetaRule::kSu, true, 0, 4);
+  auto x = torch::randn({2, 7, 8}, torch::kFloat64);
+  auto su = a->forward(x);
+  EXPECT_FALSE(a->ssmax);
+  a->set_rule(BetaRule::kSsmax);
+  ASSERT_TRUE(a->ssmax);
+  a->to(torch::kFloat64);
+  EXPECT_LT((a->forward(x) - su).abs().max().item<double>(), 1e-6);  // scale made in float32
+  EXPECT_EQ(a->named_parameters().size(), 5u);  // qkv, out (weight, bias), ssmax.scale
+  auto copy = std::dynamic_pointer_cast<AttentionImpl>(a->clone());
+  EXPECT_EQ(copy->named_parameters().size(), 5u);
+  a->set_rule(BetaRule::kNone);
+  EXPECT_GT((a->forward(x) - su).abs().max().item<double>(), 1e-3);
+}
+
+TEST(ModelAttention, LogitScaleFollowsTheRule) {
+  auto a = make_attention(BetaRule::kQwen, false, 0, 4);
+  auto s = a->logit_scale(8, torch::kFloat64).squeeze(0) * std::sqrt(4.0);  // (T,) beta / beta_0
+  for (int64_t t = 0; t < 8; ++t)
+    EXPECT_NEAR(s[t].item<double>(), std::max(1.0, std::log(t + 1.0) / std::log(4.0)), 1e-12);
+}
+
+}  // namespace
+}  // namespace recall
