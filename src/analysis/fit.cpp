@@ -8,29 +8,25 @@
 #include <cmath>
 
 #include "recall/core/error.h"
+#include "recall/stores/glu.h"
+#include "recall/stores/learned_kv.h"
+#include "recall/stores/linear.h"
+#include "recall/stores/mlp.h"
 #include "recall/stores/theory.h"
 
 namespace recall {
 
-std::string to_string(FitKind kind) {
-  switch (kind) {
-    case FitKind::kMlpRelu:
-      return "mlp-relu";
-    case FitKind::kMlpRelu2:
-      return "mlp-relu2";
-    case FitKind::kSwiglu:
-      return "swiglu";
-    case FitKind::kLearnedKv:
-      return "learned_kv";
-  }
-  return "?";
+std::string to_string(const FitKind& kind) {
+  return feed_forward_name(kind.ffn, kind.activation);
 }
 
 FitKind fit_kind_from_string(const std::string& name) {
-  for (FitKind k : {FitKind::kMlpRelu, FitKind::kMlpRelu2, FitKind::kSwiglu, FitKind::kLearnedKv})
-    if (to_string(k) == name) return k;
-  throw std::invalid_argument(
-      fmt::format("--kind {}: unknown, use mlp-relu, mlp-relu2, swiglu or learned_kv", name));
+  try {
+    auto [ffn, activation] = feed_forward_from_name(name);
+    return {ffn, activation};
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--kind {}: {}", name, e.what()));
+  }
 }
 
 void FitConfig::validate() const {
@@ -48,22 +44,64 @@ void FitConfig::validate() const {
                         width, d_k, max_memories()));
 }
 
-int64_t FitConfig::parameters() const {
-  return (kind == FitKind::kSwiglu ? 3 : 2) * width * d_k;
+std::shared_ptr<Store> FitConfig::make_store(at::Generator& gen) const {
+  const int64_t N = width, d = d_k;
+  // the module a block builds for this kind (feed_forward.cpp), at width N instead of mult d
+  std::shared_ptr<Store> store;
+  if (kind.ffn == FfnKind::kLearnedKv) {
+    store = std::make_shared<LearnedKvStoreImpl>(LearnedKvStoreOptions(d, N));
+  } else if (kind.ffn == FfnKind::kLinear) {
+    store = std::make_shared<LinearStoreImpl>(LinearStoreOptions(d, N));
+  } else if (kind.ffn == FfnKind::kMlp) {
+    store = std::make_shared<MlpStoreImpl>(MlpStoreOptions(d, N).activation(kind.activation));
+  } else if (kind.ffn == FfnKind::kGlu) {
+    store = std::make_shared<GluStoreImpl>(GluStoreOptions(d, N).gate(kind.activation));
+  } else {
+    throw std::invalid_argument("--kind none: fit needs a store");
+  }
+  // the scale of a written store: keys ~ N(0, 1) entries (k . x ~ N(0, 1) for unit x), values
+  // ~ N(0, 1 / (N d)) entries
+  torch::NoGradGuard no_grad;
+  const double value_std = 1.0 / std::sqrt(static_cast<double>(N * d));
+  for (auto& item : as_module(store)->named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    if (name == "w2.weight" && kind.ffn == FfnKind::kLearnedKv) {
+      p.copy_(torch::eye(d));  // Wo = I
+    } else if (name == "w1.weight" && kind.ffn == FfnKind::kLearnedKv) {
+      p.copy_(torch::eye(d) * std::sqrt(static_cast<double>(d)));  // logits k . x
+    } else if (name == "w2.weight" || name == "values") {
+      p.copy_(torch::randn(p.sizes(), gen, torch::kFloat32) * value_std);  // w2 (d, N) or (1, N, d)
+    } else {
+      p.copy_(torch::randn(p.sizes(), gen, torch::kFloat32));  // w1, w3 (N, d), keys (1, N, d)
+    }
+  }
+  return store;
 }
 
-StoreSpec FitConfig::constructed_spec() const {
-  switch (kind) {
-    case FitKind::kMlpRelu:
-      return StoreSpec::parse("relu");
-    case FitKind::kMlpRelu2:
-      return StoreSpec::parse("relu2");
-    case FitKind::kSwiglu:
-      return StoreSpec::parse("swiglu");
-    case FitKind::kLearnedKv:
+int64_t FitConfig::parameters() const {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  int64_t n = 0;
+  for (const auto& p : as_module(make_store(gen))->parameters()) n += p.numel();
+  return n;
+}
+
+std::optional<StoreSpec> FitConfig::constructed_spec() const {
+  switch (kind.ffn) {
+    case FfnKind::kLinear:
+      return StoreSpec::parse("linear");
+    case FfnKind::kMlp:
+      if (kind.activation == Activation::kGelu || kind.activation == Activation::kSilu) break;
+      return StoreSpec::parse(to_string(kind.activation));
+    case FfnKind::kGlu:
+      if (kind.activation == Activation::kSilu) return StoreSpec::parse("swiglu");
+      break;
+    case FfnKind::kLearnedKv:
+      return StoreSpec::parse("softmax", std::sqrt(static_cast<double>(d_k)));
+    case FfnKind::kNone:
       break;
   }
-  return StoreSpec::parse("softmax", std::sqrt(static_cast<double>(d_k)));
+  return std::nullopt;
 }
 
 namespace {
@@ -72,44 +110,6 @@ torch::Tensor unit_rows(int64_t n, int64_t d, at::Generator& gen) {
   auto x = torch::randn({n, d}, gen, torch::kFloat32);
   return x / x.norm(2, 1, true);
 }
-
-// The trainable store: k (N, d) keys (swiglu: gates), u (N, d) swiglu inputs, v (N, d) values.
-struct Trainable {
-  FitKind kind;
-  torch::Tensor k, u, v;
-
-  Trainable(FitKind kind_, int64_t N, int64_t d, at::Generator& gen) : kind(kind_) {
-    k = torch::randn({N, d}, gen, torch::kFloat32);  // ||k|| ~ sqrt(d): k . x ~ N(0, 1)
-    if (kind == FitKind::kSwiglu) u = torch::randn({N, d}, gen, torch::kFloat32);
-    v = torch::randn({N, d}, gen, torch::kFloat32) / std::sqrt(static_cast<double>(N * d));
-    for (auto* t : {&k, &u, &v})
-      if (t->defined()) t->requires_grad_(true);
-  }
-  std::vector<torch::Tensor> parameters() const {
-    return kind == FitKind::kSwiglu ? std::vector<torch::Tensor>{k, u, v}
-                                    : std::vector<torch::Tensor>{k, v};
-  }
-  // x: (M, d) -> (M, d)
-  torch::Tensor forward(const torch::Tensor& x) const {
-    auto s = x.mm(k.t());  // (M, N) similarities
-    torch::Tensor w;       // (M, N) recall weights
-    switch (kind) {
-      case FitKind::kMlpRelu:
-        w = relu_pow(1)(s);
-        break;
-      case FitKind::kMlpRelu2:
-        w = relu_pow(2)(s);
-        break;
-      case FitKind::kSwiglu:
-        w = torch::silu(s) * x.mm(u.t());
-        break;
-      case FitKind::kLearnedKv:
-        w = torch::softmax(s, 1);
-        break;
-    }
-    return w.mm(v);
-  }
-};
 
 constexpr double kPi = 3.14159265358979323846;
 
@@ -121,8 +121,8 @@ FitTrial fit_memories(const FitConfig& config, int64_t M) {
   const int64_t d = config.d_k;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(config.seed);
   const auto keys = unit_rows(M, d, gen), values = unit_rows(M, d, gen);  // (M, d) each
-  Trainable store(config.kind, config.width, d, gen);
-  torch::optim::Adam adam(store.parameters(), torch::optim::AdamOptions(config.lr));
+  const auto store = config.make_store(gen);
+  torch::optim::Adam adam(as_module(store)->parameters(), torch::optim::AdamOptions(config.lr));
   torch::Tensor loss;
   for (int64_t step = 0; step < config.steps; ++step) {
     // cosine decay of the learning rate to 0 over the budget
@@ -130,13 +130,13 @@ FitTrial fit_memories(const FitConfig& config, int64_t M) {
     for (auto& group : adam.param_groups())
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     adam.zero_grad();
-    loss = (store.forward(keys) - values).square().sum(1).mean();
+    loss = (store->forward(keys) - values).square().sum(1).mean();
     loss.backward();
     adam.step();
   }
   torch::NoGradGuard no_grad;
   // nearest-value decoding: argmax_l f(x_j) . v_l (all v unit, so the largest cosine) must be j
-  const auto predicted = store.forward(keys).mm(values.t()).argmax(1);  // (M,)
+  const auto predicted = store->forward(keys).mm(values.t()).argmax(1);  // (M,)
   const auto hits = predicted.eq(torch::arange(M, torch::kInt64)).sum().item<int64_t>();
   return {M, static_cast<double>(hits) / static_cast<double>(M), loss.item<double>()};
 }
@@ -179,8 +179,10 @@ FitResult fit_capacity(const FitConfig& config) {
   const double m = static_cast<double>(lo), p = static_cast<double>(r.parameters);
   r.memories_per_param = m / p;
   r.bits_per_param = lo > 1 ? m * std::log2(m) / p : 0.0;
-  r.theory = theory_capacity(config.constructed_spec(), config.d_k);
-  r.constructed = std::min(static_cast<double>(config.width), r.theory.value_or(0.0));
+  if (const auto spec = config.constructed_spec()) {
+    r.theory = theory_capacity(*spec, config.d_k);
+    if (r.theory) r.constructed = std::min(static_cast<double>(config.width), *r.theory);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

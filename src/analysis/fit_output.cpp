@@ -23,11 +23,18 @@ std::string fit_table(const FitResult& r) {
       "fitted capacity (memories)", r.capacity, r.capped ? " (reached --m-max)" : "", "parameters",
       r.parameters, "memories per parameter", r.memories_per_param, "bits per parameter",
       r.bits_per_param);
-  const std::string spec = c.constructed_spec().name();
-  out += fmt::format("{:<34} {:>10.4g}   ({} store, random unit keys, d = {})\n",
-                     "theory capacity of the weights", r.theory.value_or(0.0), spec, c.d_k);
-  out += fmt::format("{:<34} {:>10.4g}   (min(N, theory): N written memories)\n",
-                     "constructed store of width N", r.constructed);
+  const auto spec = c.constructed_spec();
+  if (spec && r.theory)
+    out += fmt::format("{:<34} {:>10.4g}   ({} store, random unit keys, d = {})\n",
+                       "theory capacity of the weights", *r.theory, spec->name(), c.d_k);
+  else
+    out += fmt::format("{:<34} {:>10}   (no random-key theory for {})\n",
+                       "theory capacity of the weights", "n/a", to_string(c.kind));
+  if (r.constructed)
+    out += fmt::format("{:<34} {:>10.4g}   (min(N, theory): N written memories)\n",
+                       "constructed store of width N", *r.constructed);
+  else
+    out += fmt::format("{:<34} {:>10}\n", "constructed store of width N", "n/a");
   out += fmt::format("{:<34} {:>10.3f}\n", "seconds", r.seconds);
   return out;
 }
@@ -54,9 +61,10 @@ std::string fit_json(const FitResult& r) {
            {"parameters", r.parameters},
            {"memories_per_param", r.memories_per_param},
            {"bits_per_param", r.bits_per_param},
-           {"constructed_store", c.constructed_spec().name()},
+           {"constructed_store",
+            c.constructed_spec() ? json(c.constructed_spec()->name()) : json(nullptr)},
            {"theory_capacity", r.theory ? json(*r.theory) : json(nullptr)},
-           {"constructed_capacity", r.constructed},
+           {"constructed_capacity", r.constructed ? json(*r.constructed) : json(nullptr)},
            {"trials", trials},
            {"seconds", r.seconds}};
   return out.dump(2) + "\n";

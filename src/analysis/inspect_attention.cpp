@@ -164,7 +164,7 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
   InspectResult out{checkpoint, restored.step, mc, {}, {}};
   Transformer& model = restored.model;
   for (int64_t l = 0; l < mc.n_layers; ++l)
-    if (model->blocks[l]->ffn) out.ffn.push_back(inspect_feed_forward(*model->blocks[l]->ffn, l));
+    if (model->blocks[l]->ffn) out.ffn.push_back(inspect_feed_forward(model->blocks[l]->ffn, l));
   if (tc.task.kind != TaskKind::kMqar) return out;
   auto task = make_task(tc, restored.vocabulary);
   const BetaRule trained = mc.attn_rule;

@@ -5,6 +5,9 @@
 
 #include "recall/analysis/inspect.h"
 #include "recall/stores/feed_forward.h"
+#include "recall/stores/glu.h"
+#include "recall/stores/learned_kv.h"
+#include "recall/stores/mlp.h"
 #include "recall/stores/theory.h"
 
 namespace recall {
@@ -18,11 +21,6 @@ torch::Tensor self_recall_isr(const torch::Tensor& weights, const torch::Tensor&
 }
 
 namespace {
-namespace F = torch::nn::functional;
-
-torch::Tensor f64(const torch::Tensor& t) {
-  return t.defined() ? t.to(torch::kFloat64) : t;
-}
 
 torch::Tensor unit_rows(const torch::Tensor& k) {
   return k / k.norm(2, 1, true).clamp_min(1e-300);
@@ -57,16 +55,17 @@ double gelu_capacity(int64_t d) {
 
 }  // namespace
 
-FfnStoreReport inspect_feed_forward(FeedForwardImpl& ffn, int64_t layer) {
+FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn_store, int64_t layer) {
   torch::NoGradGuard no_grad;
-  const auto& o = ffn.options;
-  const int64_t D = o.d_model();
+  auto copy = clone_store(ffn_store);
+  as_module(copy)->to(torch::kFloat64);
+  Store& ffn = *copy;
   FfnStoreReport r;
   r.layer = layer;
   Accumulator acc;
-  if (o.kind() == FfnKind::kLearnedKv) {
-    const int64_t H = o.n_heads(), dh = D / H;
-    auto keys = f64(ffn.keys), values = f64(ffn.values);  // (H, S, dh)
+  if (auto* kv = dynamic_cast<LearnedKvStoreImpl*>(&ffn)) {
+    const int64_t H = kv->options.n_heads(), dh = kv->d_head();
+    auto keys = ffn.keys(), values = ffn.values();  // (H, S, dh)
     for (int64_t h = 0; h < H; ++h) {
       // q = sqrt(dh) k_j / ||k_j||: logits q . k_i / sqrt(dh) = k_hat_j . k_i
       auto w = torch::softmax(unit_rows(keys[h]).mm(keys[h].t()), 1);  // (S, S)
@@ -80,25 +79,30 @@ FfnStoreReport inspect_feed_forward(FeedForwardImpl& ffn, int64_t layer) {
     r.theory_store = fmt::format("softmax(beta={:.3g})", beta);
     r.theory = theory_capacity(StoreSpec::parse("softmax", beta), dh);
   } else {
-    auto keys = f64(ffn.w1->weight);                               // (N, D) keys (swiglu: gates)
-    auto values = f64(ffn.w2->weight).t();                         // (N, D) second-layer columns
+    auto keys = ffn.keys();      // (N, D) first-layer rows (glu: the gate rows)
+    auto values = ffn.values();  // (N, D) second-layer columns
+    const int64_t D = keys.size(1);
     auto x = unit_rows(keys) * std::sqrt(static_cast<double>(D));  // (N, D) queries
-    auto s = F::linear(x, keys, f64(ffn.w1->bias));                // (N, N) similarities
-    torch::Tensor w;
-    if (o.kind() == FfnKind::kSwiglu) {
-      w = torch::silu(s) * F::linear(x, f64(ffn.w3->weight), f64(ffn.w3->bias));
-      r.kind = "swiglu";
-      r.theory_store = "swiglu";
+    auto w = ffn.recall_weights(x);                                // (N, N) hidden activations
+    if (auto* mlp = dynamic_cast<MlpStoreImpl*>(&ffn)) {
+      const Activation a = mlp->options.activation();
+      r.kind = feed_forward_name(FfnKind::kMlp, a);
+      r.theory_store = a == Activation::kSilu ? "n/a" : to_string(a);
+    } else if (auto* glu = dynamic_cast<GluStoreImpl*>(&ffn)) {
+      r.kind = feed_forward_name(FfnKind::kGlu, glu->options.gate());
+      // with the silu gate and input weights equal to the gate weights: the swiglu store
+      r.theory_store = glu->options.gate() == Activation::kSilu ? "swiglu" : "n/a";
     } else {
-      w = ffn.activate(s);
-      r.kind = "mlp-" + to_string(o.activation());
-      r.theory_store = o.activation() == Activation::kGelu ? "gelu" : to_string(o.activation());
+      r.kind = "linear";
+      r.theory_store = "linear";
     }
     acc.add(keys, w, values);
     r.keys = keys.size(0);
     r.dim = D;
-    r.theory = r.theory_store == "gelu" ? gelu_capacity(D)
-                                        : theory_capacity(StoreSpec::parse(r.theory_store), D);
+    if (r.theory_store == "gelu")
+      r.theory = gelu_capacity(D);
+    else if (r.theory_store != "n/a")
+      r.theory = theory_capacity(StoreSpec::parse(r.theory_store), D);
   }
   r.isr = summarize(acc.isr);
   int64_t below = 0;

@@ -254,20 +254,20 @@ class Report {
               {}};
     nlohmann::json all = nlohmann::json::array();
     std::vector<FitResult> results;
-    for (FitKind kind :
-         {FitKind::kMlpRelu, FitKind::kMlpRelu2, FitKind::kSwiglu, FitKind::kLearnedKv})
+    for (const char* kind : {"mlp-relu", "mlp-relu2", "glu-silu", "learned_kv"})
       for (int64_t width : c_.fit_widths) {
         FitConfig fc;
-        fc.kind = kind;
+        fc.kind = fit_kind_from_string(kind);
         fc.width = width;
         fc.steps = c_.fit_steps;
         const FitResult r = fit_capacity(fc);
         all.push_back(nlohmann::json::parse(fit_json(r)));
         t.rows.push_back(
-            {"`" + to_string(kind) + "`", std::to_string(width), std::to_string(r.parameters),
+            {"`" + std::string(kind) + "`", std::to_string(width), std::to_string(r.parameters),
              fmt::format("{}{}", r.capacity, r.capped ? "+" : ""),
-             fmt::format("{:.3f}", r.bits_per_param), fmt::format("{:.4g}", r.constructed),
-             num(r.theory), fmt::format("{:.2f}", r.capacity / std::max(r.constructed, 1.0))});
+             fmt::format("{:.3f}", r.bits_per_param),
+             fmt::format("{:.4g}", r.constructed.value_or(0.0)), num(r.theory),
+             fmt::format("{:.2f}", r.capacity / std::max(r.constructed.value_or(0.0), 1.0))});
         results.push_back(r);
       }
     write_file_atomic(path("fit.json"), all.dump(2) + "\n");
@@ -336,8 +336,8 @@ class Report {
       if (i > 0 && results[i - 1].config.kind != r.config.kind) data << "\n\n";
       if (kinds.empty() || kinds.back() != to_string(r.config.kind))
         kinds.push_back(to_string(r.config.kind));
-      data << r.config.width << ' ' << std::max<int64_t>(r.capacity, 1) << ' ' << r.constructed
-           << ' ' << r.parameters << '\n';
+      data << r.config.width << ' ' << std::max<int64_t>(r.capacity, 1) << ' '
+           << r.constructed.value_or(0.0) << ' ' << r.parameters << '\n';
     }
     render_plot(
         file, data.str(),

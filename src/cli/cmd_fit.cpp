@@ -1,4 +1,4 @@
-// recall fit: the empirical capacity of a trainable store of a given width (recall/fit.h).
+// recall fit: the empirical capacity of a trained store of a given width (recall/analysis/fit.h).
 #include <cstdio>
 
 #include "commands.h"
@@ -13,8 +13,10 @@ void add_fit(CLI::App& root, Action& action) {
     FitConfig config;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = root.add_subcommand("fit", "empirical capacity of a trained store (issue 5)");
-  cmd->add_option("--kind", o->kind, "mlp-relu, mlp-relu2, swiglu or learned_kv")
+  auto* cmd = root.add_subcommand("fit", "empirical capacity of a trained store");
+  cmd->add_option("--kind", o->kind,
+                  "linear, mlp-relu, mlp-relu2, mlp-relu3, mlp-gelu, glu-silu (or swiglu), "
+                  "glu-relu, glu-relu2, glu-gelu or learned_kv")
       ->capture_default_str();
   cmd->add_option("--width", o->config.width, "hidden units or slots N")->capture_default_str();
   cmd->add_option("--dk", o->config.d_k, "key and value dimension")->capture_default_str();

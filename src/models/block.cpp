@@ -2,6 +2,16 @@
 
 namespace recall {
 
+FeedForwardOptions feed_forward_options(const ModelConfig& c) {
+  return FeedForwardOptions(c.d_model)
+      .kind(c.ffn)
+      .activation(c.activation)
+      .mult(c.ffn_mult)
+      .slots(c.ffn_slots)
+      .n_heads(c.n_heads)
+      .bias(c.bias);
+}
+
 BlockImpl::BlockImpl(ModelConfig config_) : config(std::move(config_)) {
   reset();
 }
@@ -15,20 +25,38 @@ void BlockImpl::reset() {
                                                .rope(c.pos == PosKind::kRope)
                                                .bias(c.bias)
                                                .mem_kv(c.attn_mem_kv)));
+  ffn = nullptr;
   if (c.ffn == FfnKind::kNone) return;
   norm2 = register_module("norm2", Norm(norm_options));
-  ffn = register_module("ffn", FeedForward(FeedForwardOptions(c.d_model)
-                                               .kind(c.ffn)
-                                               .activation(c.activation)
-                                               .mult(c.ffn_mult)
-                                               .slots(c.ffn_slots)
-                                               .n_heads(c.n_heads)
-                                               .bias(c.bias)));
+  ffn = make_feed_forward(feed_forward_options(c));
+  register_module("ffn", as_module(ffn));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn(norm1(x));
-  return ffn ? h + ffn(norm2(h)) : h;
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, ActivationCache* cache,
+                                 const std::string& prefix) {
+  if (!cache) {
+    auto h = x + attn(norm1(x));
+    return ffn ? h + ffn->forward(norm2(h)) : h;
+  }
+  cache->put(prefix + "resid_pre", x);
+  auto [q, k, v] = attn->heads(norm1(x));             // (B, T, H, dh), (B, N + T, H, dh) twice
+  auto w = attn->attention_weights(q, k);             // (B, H, T, N + T)
+  auto y = torch::einsum("bhts,bshd->bthd", {w, v});  // (B, T, H, dh)
+  auto a = attn->output(y);                           // (B, T, D)
+  for (auto [name, t] :
+       {std::pair{"attn.q", q}, {"attn.k", k}, {"attn.v", v}, {"attn.weights", w}, {"attn.out", a}})
+    cache->put(prefix + name, t);
+  auto h = x + a;
+  cache->put(prefix + "resid_mid", h);
+  if (ffn) {
+    auto n = norm2(h);
+    cache->put(prefix + "ffn.weights", ffn->recall_weights(n));
+    auto f = ffn->forward(n);
+    cache->put(prefix + "ffn.out", f);
+    h = h + f;
+  }
+  cache->put(prefix + "resid_post", h);
+  return h;
 }
 
 }  // namespace recall

@@ -64,7 +64,8 @@ void ModelConfig::validate() const {
   check_arg(pos != PosKind::kRope || head_dim() % 2 == 0,
             fmt::format("d_model / n_heads = {}: the head dimension must be even with pos = rope",
                         head_dim()));
-  if (ffn == FfnKind::kMlp || ffn == FfnKind::kSwiglu) check_min("ffn_mult", ffn_mult, 1);
+  if (ffn == FfnKind::kLinear || ffn == FfnKind::kMlp || ffn == FfnKind::kGlu)
+    check_min("ffn_mult", ffn_mult, 1);
   check_min("ffn_slots", ffn_slots, 0);
   if (ffn == FfnKind::kLearnedKv)
     check_arg(ffn_slots >= 1,
@@ -95,9 +96,25 @@ ModelConfig model_config_from_toml(const toml::table& table, std::vector<std::st
     c.norm = norm_kind_from_string(read_string(*n, "norm"));
   if (const toml::node* n = table.get("attn_rule"))
     c.attn_rule = beta_rule_from_string(read_string(*n, "attn_rule"));
-  if (const toml::node* n = table.get("ffn")) c.ffn = ffn_kind_from_string(read_string(*n, "ffn"));
-  if (const toml::node* n = table.get("activation"))
+  bool swiglu = false;  // ffn = "swiglu" is glu with the silu gate
+  if (const toml::node* n = table.get("ffn")) {
+    const std::string ffn = read_string(*n, "ffn");
+    swiglu = ffn == "swiglu";
+    try {
+      c.ffn = swiglu ? FfnKind::kGlu : ffn_kind_from_string(ffn);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(
+          fmt::format("{}, or swiglu (glu with activation silu)", e.what()));
+    }
+    if (swiglu) c.activation = Activation::kSilu;
+  }
+  if (const toml::node* n = table.get("activation")) {
     c.activation = activation_from_string(read_string(*n, "activation"));
+    check_arg(!swiglu || c.activation == Activation::kSilu,
+              fmt::format("activation = {}: ffn = swiglu is glu with activation silu; use ffn = "
+                          "glu for another gate",
+                          to_string(c.activation)));
+  }
   if (used_keys)
     for (const auto& key : model_config_keys())
       if (table.contains(key)) used_keys->push_back(key);

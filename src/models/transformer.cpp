@@ -31,7 +31,7 @@ void TransformerImpl::reset() {
   if (!c.tied_head) head = register_module("head", make_linear(c.d_model, c.vocab_size, false));
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& idx) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& idx, ActivationCache* cache) {
   check_arg(idx.dim() == 2 && idx.scalar_type() == torch::kInt64,
             fmt::format("idx: expected (B, T) int64 token ids, got {} dimensions", idx.dim()));
   const int64_t T = idx.size(1);
@@ -40,9 +40,23 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& idx) {
       fmt::format("sequence length {} exceeds seq_len = {} with pos = learned", T, config.seq_len));
   auto x = tok_emb(idx);  // (B, T, D)
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
-  for (auto& block : blocks) x = block->forward(x);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    x = cache ? blocks[i]->forward(x, cache, fmt::format("blocks.{}.", i)) : blocks[i]->forward(x);
   x = norm_f->forward(x);
   return fast_linear(x, head ? head->weight : tok_emb->weight);  // (B, T, vocab)
+}
+
+const torch::Tensor& ActivationCache::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  check_arg(it != tensors.end(),
+            fmt::format("activation '{}' is not in the cache ({} recorded)", name, tensors.size()));
+  return it->second;
+}
+
+std::vector<std::string> ActivationCache::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors) out.push_back(name);
+  return out;
 }
 
 void TransformerImpl::set_attn_rule(BetaRule rule) {

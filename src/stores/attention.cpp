@@ -1,6 +1,7 @@
 #include "recall/stores/attention.h"
 
 #include <cmath>
+#include <limits>
 
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
@@ -64,29 +65,64 @@ std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x) {
   return {parts[0], parts[1], parts[2]};
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor AttentionImpl::keys() const {
+  if (mem_k.defined()) return mem_k;
+  return torch::zeros({options.n_heads(), 0, d_head()}, qkv->weight.options());
+}
+
+torch::Tensor AttentionImpl::values() const {
+  if (mem_v.defined()) return mem_v;
+  return torch::zeros({options.n_heads(), 0, d_head()}, qkv->weight.options());
+}
+
+std::array<torch::Tensor, 3> AttentionImpl::heads(const torch::Tensor& x) {
   check_arg(x.dim() == 3 && x.size(2) == options.d_model(),
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
-  const int64_t B = x.size(0), T = x.size(1), H = options.n_heads(), dh = d_head();
-  const int64_t N = options.mem_kv();  // keys: N memories, then the T context keys
-  auto [q, k, v] = project(x);
+  auto [q, k, v] = project(x);  // (B, T, H, dh) each
+  const int64_t B = x.size(0), N = options.mem_kv();
   if (N > 0) {
     auto expand = [&](const torch::Tensor& m) {  // (H, N, dh) -> (B, N, H, dh)
-      return m.transpose(0, 1).unsqueeze(0).expand({B, N, H, dh});
+      return m.transpose(0, 1).unsqueeze(0).expand({B, N, options.n_heads(), d_head()});
     };
     k = torch::cat({expand(mem_k), k}, 1);  // (B, N + T, H, dh)
     v = torch::cat({expand(mem_v), v}, 1);  // (B, N + T, H, dh)
   }
+  return {q, k, v};
+}
+
+torch::Tensor AttentionImpl::attention_weights(const torch::Tensor& q, const torch::Tensor& k) {
+  const int64_t T = q.size(1), N = k.size(1) - T;
+  auto scale = logit_scale(T, q.scalar_type());  // (H|1, T), includes 1 / sqrt(dh)
+  auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, N+T)
+  // query t sees the N memories and context keys s <= t: key column j is visible when j <= N + t
+  auto col = torch::arange(N + T, torch::kInt64).unsqueeze(0);  // (1, N + T)
+  auto row = torch::arange(T, torch::kInt64).unsqueeze(1);      // (T, 1)
+  auto masked = col.gt(row + N).to(q.device());                 // (T, N + T)
+  return torch::softmax(logits.masked_fill(masked, -std::numeric_limits<double>::infinity()), -1);
+}
+
+torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
+  const int64_t B = y.size(0), T = y.size(1), H = options.n_heads();
+  auto h = head_mask.defined() ? y * head_mask.to(y.dtype()).view({1, 1, H, 1}) : y;
+  return fast_linear(h.reshape({B, T, H * d_head()}), out->weight, out->bias);  // (B, T, D)
+}
+
+torch::Tensor AttentionImpl::recall_weights(const torch::Tensor& x) {
+  auto [q, k, v] = heads(x);
+  return attention_weights(q, k);
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t T = x.size(1), N = options.mem_kv();  // keys: N memories, then the T context keys
+  auto [q, k, v] = heads(x);                          // (B, T, H, dh), (B, N + T, H, dh) twice
   double alpha = 1.0;
   if (options.rule() == BetaRule::kNone) {
-    alpha = 1.0 / std::sqrt(static_cast<double>(dh));  // constant scale: fused into the GEMM
+    alpha = 1.0 / std::sqrt(static_cast<double>(d_head()));  // constant scale: fused into the GEMM
   } else {
     q = q * logit_scale(T, x.scalar_type()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
   }
-  auto y = causal_attention(q, k, v, N, alpha);  // (B, T, H, dh)
-  if (head_mask.defined()) y = y * head_mask.to(y.dtype()).view({1, 1, H, 1});
-  return fast_linear(y.view({B, T, H * dh}), out->weight, out->bias);  // (B, T, D)
+  return output(causal_attention(q, k, v, N, alpha));  // (B, T, H, dh) -> (B, T, D)
 }
 
 }  // namespace recall

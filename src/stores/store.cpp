@@ -6,7 +6,10 @@
 
 #include "recall/core/error.h"
 #include "recall/stores/delta.h"
+#include "recall/stores/glu.h"
 #include "recall/stores/least_squares.h"
+#include "recall/stores/linear.h"
+#include "recall/stores/mlp.h"
 #include "recall/stores/outer_product.h"
 #include "recall/stores/weight_function_store.h"
 
@@ -90,7 +93,7 @@ std::vector<std::string> default_store_names() {
           "swiglu",        "exp2",          "exp3", "exp4",  "softmax"};
 }
 
-std::shared_ptr<Store> make_store(const StoreSpec& spec, int64_t d_k, int64_t d_v) {
+std::shared_ptr<WritableStore> make_store(const StoreSpec& spec, int64_t d_k, int64_t d_v) {
   detail::check_dims(d_k, d_v);
   switch (spec.kind) {
     case StoreKind::kOuterProduct:
@@ -100,9 +103,20 @@ std::shared_ptr<Store> make_store(const StoreSpec& spec, int64_t d_k, int64_t d_
     case StoreKind::kDelta:
       return std::make_shared<DeltaStoreImpl>(DeltaStoreOptions(d_k, d_v));
     case StoreKind::kWeight:
-      return std::make_shared<WeightStoreImpl>(WeightStoreOptions(d_k, d_v, spec.weight));
+      break;
   }
-  throw std::invalid_argument("unknown store kind");
+  const WeightFunction& w = spec.weight;
+  if (w.kind == WeightKind::kLinear)
+    return std::make_shared<LinearStoreImpl>(LinearStoreOptions(d_k, 0).d_out(d_v));
+  if (w.kind == WeightKind::kReluPow && w.p <= 3) {
+    const Activation a =
+        w.p == 1 ? Activation::kRelu : (w.p == 2 ? Activation::kRelu2 : Activation::kRelu3);
+    return std::make_shared<MlpStoreImpl>(MlpStoreOptions(d_k, 0).d_out(d_v).activation(a));
+  }
+  if (w.kind == WeightKind::kSwiglu)  // s silu(s): the silu GLU with input weights = gate weights
+    return std::make_shared<GluStoreImpl>(
+        GluStoreOptions(d_k, 0).d_out(d_v).gate(Activation::kSilu));
+  return std::make_shared<WeightStoreImpl>(WeightStoreOptions(d_k, d_v, spec.weight));
 }
 
 namespace detail {
@@ -133,14 +147,43 @@ void check_queries(const torch::Tensor& queries, int64_t d_k) {
             fmt::format("queries: shape {} must be (Q, d_k = {})", c10::str(queries.sizes()), d_k));
 }
 
+void check_features(const torch::Tensor& x, int64_t d) {
+  check_arg(x.dim() >= 1 && x.size(-1) == d,
+            fmt::format("input: shape {} must be (..., d_k = {})", c10::str(x.sizes()), d));
+}
+
+void check_write(const torch::Tensor& stored, const torch::Tensor& keys,
+                 const torch::Tensor& values, int64_t d_k, int64_t d_v) {
+  check_memories(keys, values, d_k, d_v);
+  if (stored.size(0) > 0)
+    check_arg(keys.scalar_type() == stored.scalar_type(),
+              fmt::format("keys: dtype {} must match the stored keys' {}",
+                          c10::toString(keys.scalar_type()), c10::toString(stored.scalar_type())));
+}
+
+void append_rows(torch::Tensor& state, const torch::Tensor& rows, int64_t dim) {
+  torch::NoGradGuard no_grad;
+  auto r = rows.detach();
+  // set_data keeps the registered tensor (the module's entry) and gives it the longer contents
+  state.set_data(state.size(dim) == 0 ? r.clone() : torch::cat({state.detach(), r}, dim));
+}
+
 }  // namespace detail
 
-void KeyValueMemory::append(const torch::Tensor& k, const torch::Tensor& v) {
-  detail::check_memories(k, v, d_k, d_v);
-  if (keys.defined())
-    check_arg(k.scalar_type() == keys.scalar_type(), "keys: dtype must match the stored keys");
-  keys = keys.defined() ? torch::cat({keys, k}) : k;
-  values = values.defined() ? torch::cat({values, v}) : v;
+std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Store>& store) {
+  auto module = std::dynamic_pointer_cast<torch::nn::Module>(store);
+  check_arg(module != nullptr, "store: not a torch module");
+  return module;
+}
+
+torch::nn::Module& as_module(Store& store) {
+  auto* module = dynamic_cast<torch::nn::Module*>(&store);
+  check_arg(module != nullptr, "store: not a torch module");
+  return *module;
+}
+
+std::shared_ptr<Store> clone_store(const std::shared_ptr<Store>& store) {
+  return std::dynamic_pointer_cast<Store>(as_module(store)->clone());
 }
 
 }  // namespace recall

@@ -2,6 +2,18 @@
 
 namespace recall {
 
+torch::Tensor weight_function_weights(const WeightFunction& w, const torch::Tensor& K,
+                                      const torch::Tensor& X) {
+  auto s = X.mm(K.t());  // (Q, M) similarities
+  if (w.kind == WeightKind::kSoftmax) return torch::softmax(w.beta * s, 1);
+  return w(s);
+}
+
+torch::Tensor weight_function_recall(const WeightFunction& w, const torch::Tensor& K,
+                                     const torch::Tensor& V, const torch::Tensor& X) {
+  return weight_function_weights(w, K, X).mm(V);  // (Q, d_v)
+}
+
 WeightStoreImpl::WeightStoreImpl(WeightStoreOptions options_) : options(options_) {
   reset();
 }
@@ -9,23 +21,24 @@ WeightStoreImpl::WeightStoreImpl(WeightStoreOptions options_) : options(options_
 void WeightStoreImpl::reset() {
   detail::check_dims(options.d_k(), options.d_v());
   options.weight().validate();
-  memory = KeyValueMemory{options.d_k(), options.d_v(), {}, {}};
+  stored_keys = register_buffer("keys", torch::zeros({0, options.d_k()}));
+  stored_values = register_buffer("values", torch::zeros({0, options.d_v()}));
 }
 
 void WeightStoreImpl::write(const torch::Tensor& keys, const torch::Tensor& values) {
-  memory.append(keys, values);
+  detail::check_write(stored_keys, keys, values, options.d_k(), options.d_v());
+  detail::append_rows(stored_keys, keys);
+  detail::append_rows(stored_values, values);
 }
 
-torch::Tensor WeightStoreImpl::recall_weights(const torch::Tensor& queries) {
-  detail::check_queries(queries, options.d_k());
-  auto s = queries.mm(memory.keys.t());  // (Q, M) similarities
-  if (options.weight().kind == WeightKind::kSoftmax)
-    return torch::softmax(options.weight().beta * s, 1);
-  return options.weight()(s);
+torch::Tensor WeightStoreImpl::recall_weights(const torch::Tensor& x) {
+  detail::check_queries(x, options.d_k());
+  return weight_function_weights(options.weight(), stored_keys, x);
 }
 
-torch::Tensor WeightStoreImpl::recall(const torch::Tensor& queries) {
-  return recall_weights(queries).mm(memory.values);  // (Q, d_v)
+torch::Tensor WeightStoreImpl::forward(const torch::Tensor& x) {
+  detail::check_queries(x, options.d_k());
+  return weight_function_recall(options.weight(), stored_keys, stored_values, x);
 }
 
 }  // namespace recall

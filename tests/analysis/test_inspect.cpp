@@ -18,14 +18,14 @@ torch::Tensor unit_rows(const torch::Tensor& k) {
   return k / k.norm(2, 1, true);
 }
 
-// ISRs of a store holding (keys, values), key j queried as `scale` k_j / |k_j|, through recall().
+// ISRs of a store holding (keys, values), key j queried as `scale` k_j / |k_j|, through forward().
 std::vector<double> store_isr(const std::string& store_name, double beta, const torch::Tensor& keys,
                               const torch::Tensor& values, double scale) {
   auto store = make_store(StoreSpec::parse(store_name, beta), keys.size(1), values.size(1));
   store->write(keys, values);
   auto queries = unit_rows(keys) * scale;
   auto signal = store->recall_weights(queries).diagonal().unsqueeze(1) * values;  // w_jj v_j
-  auto isr = ((store->recall(queries) - signal).norm(2, 1) / signal.norm(2, 1)).contiguous();
+  auto isr = ((store->forward(queries) - signal).norm(2, 1) / signal.norm(2, 1)).contiguous();
   return {isr.data_ptr<double>(), isr.data_ptr<double>() + isr.numel()};
 }
 
@@ -40,13 +40,13 @@ void expect_summary_eq(const IsrSummary& a, const IsrSummary& b) {
 }
 
 // A relu2 mlp whose first-layer rows are `keys` and second-layer columns `values`.
-FeedForward relu2_layer(const torch::Tensor& keys, const torch::Tensor& values) {
+std::shared_ptr<Store> relu2_layer(const torch::Tensor& keys, const torch::Tensor& values) {
   const int64_t N = keys.size(0), D = keys.size(1);
-  FeedForward ffn(FeedForwardOptions(D).activation(Activation::kRelu2).mult(N / D));
-  ffn->to(torch::kFloat64);
+  auto ffn = make_feed_forward(FeedForwardOptions(D).activation(Activation::kRelu2).mult(N / D));
+  as_module(ffn)->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
-  ffn->w1->weight.copy_(keys);        // (N, D)
-  ffn->w2->weight.copy_(values.t());  // (D, N)
+  ffn->keys().copy_(keys);      // (N, D) the first-layer rows
+  ffn->values().copy_(values);  // (N, D) a view of the second-layer columns
   return ffn;
 }
 
@@ -57,7 +57,7 @@ TEST(InspectFfn, Relu2LayerMatchesStoreModule) {
   auto keys = torch::randn({N, D}, torch::kFloat64) * (torch::rand({N, 1}, torch::kFloat64) + 0.5);
   auto values = unit_rows(torch::randn({N, D}, torch::kFloat64));
   auto ffn = relu2_layer(keys, values);
-  const FfnStoreReport r = inspect_feed_forward(*ffn, 3);
+  const FfnStoreReport r = inspect_feed_forward(ffn, 3);
   const auto isr = store_isr("relu2", 8.0, keys, values, 4.0);
   expect_summary_eq(r.isr, summarize(isr));
   EXPECT_EQ(r.layer, 3);
@@ -79,7 +79,7 @@ TEST(InspectFfn, OrthogonalKeysRecallWithoutInterference) {
   auto keys = torch::eye(D, torch::kFloat64) * 3.0;  // relu2 weights: 0 off the diagonal
   auto values = unit_rows(torch::randn({D, D}, torch::kFloat64));
   auto ffn = relu2_layer(keys, values);
-  const FfnStoreReport r = inspect_feed_forward(*ffn, 0);
+  const FfnStoreReport r = inspect_feed_forward(ffn, 0);
   EXPECT_EQ(r.isr.count, D);
   EXPECT_DOUBLE_EQ(r.isr.p90, 0.0);
   EXPECT_DOUBLE_EQ(r.recalled, 1.0);
@@ -88,19 +88,19 @@ TEST(InspectFfn, OrthogonalKeysRecallWithoutInterference) {
 
 TEST(InspectFfn, LearnedKvSlotsMatchSoftmaxStorePerHead) {
   const int64_t D = 16, H = 2, S = 24;
-  FeedForward ffn(FeedForwardOptions(D).kind(FfnKind::kLearnedKv).slots(S).n_heads(H));
-  ffn->to(torch::kFloat64);
+  auto ffn = make_feed_forward(FeedForwardOptions(D).kind(FfnKind::kLearnedKv).slots(S).n_heads(H));
+  as_module(ffn)->to(torch::kFloat64);
   torch::manual_seed(5);
   {
     torch::NoGradGuard no_grad;
-    ffn->keys.normal_(0.0, 1.0);  // |k| about sqrt(8): a sharp softmax
-    ffn->values.normal_(0.0, 1.0);
+    ffn->keys().normal_(0.0, 1.0);  // |k| about sqrt(8): a sharp softmax
+    ffn->values().normal_(0.0, 1.0);
   }
-  const FfnStoreReport r = inspect_feed_forward(*ffn, 1);
+  const FfnStoreReport r = inspect_feed_forward(ffn, 1);
   // q = sqrt(d_head) k_hat_j and logits q . k_i / sqrt(d_head): a softmax store at beta = 1
   std::vector<double> isr;
   for (int64_t h = 0; h < H; ++h) {
-    const auto x = store_isr("softmax", 1.0, ffn->keys[h], ffn->values[h], 1.0);
+    const auto x = store_isr("softmax", 1.0, ffn->keys()[h], ffn->values()[h], 1.0);
     isr.insert(isr.end(), x.begin(), x.end());
   }
   expect_summary_eq(r.isr, summarize(isr));

@@ -62,9 +62,11 @@ TEST(ModelConfig, EnumNamesRoundTrip) {
     EXPECT_EQ(pos_kind_from_string(to_string(v)), v);
   for (auto v : {NormKind::kRmsNorm, NormKind::kLayerNorm})
     EXPECT_EQ(norm_kind_from_string(to_string(v)), v);
-  for (auto v : {FfnKind::kMlp, FfnKind::kSwiglu, FfnKind::kLearnedKv, FfnKind::kNone})
+  for (auto v :
+       {FfnKind::kLinear, FfnKind::kMlp, FfnKind::kGlu, FfnKind::kLearnedKv, FfnKind::kNone})
     EXPECT_EQ(ffn_kind_from_string(to_string(v)), v);
-  for (auto v : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu})
+  for (auto v : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu,
+                 Activation::kSilu})
     EXPECT_EQ(activation_from_string(to_string(v)), v);
   EXPECT_EQ(to_string(FfnKind::kLearnedKv), "learned_kv");
   EXPECT_EQ(to_string(NormKind::kRmsNorm), "rmsnorm");
@@ -76,7 +78,14 @@ TEST(ModelConfig, BadEnumNamesAreRejectedWithTheAcceptedNames) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'moe'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("mlp, swiglu, learned_kv, none"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("linear, mlp, glu, learned_kv, none"), std::string::npos);
+  }
+  try {
+    model_config_from_toml(toml::parse("ffn = \"moe\""));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("or swiglu (glu with activation silu)"),
+              std::string::npos);
   }
   EXPECT_THROW(pos_kind_from_string("ROPE"), std::invalid_argument);
   EXPECT_THROW(norm_kind_from_string(""), std::invalid_argument);
@@ -108,6 +117,25 @@ TEST(ModelConfig, ReadsTomlKeysAndReportsThem) {
   EXPECT_EQ(c.vocab_size, ModelConfig{}.vocab_size);
   EXPECT_EQ(used.size(), 8u);
   EXPECT_EQ(std::count(used.begin(), used.end(), "lr"), 0);
+}
+
+TEST(ModelConfig, SwigluIsTheGluWithTheSiluGate) {
+  ModelConfig c = model_config_from_toml(toml::parse("ffn = \"swiglu\""));
+  EXPECT_EQ(c.ffn, FfnKind::kGlu);
+  EXPECT_EQ(c.activation, Activation::kSilu);
+  c = model_config_from_toml(toml::parse("ffn = \"swiglu\"\nactivation = \"silu\""));
+  EXPECT_EQ(c.activation, Activation::kSilu);
+  c = model_config_from_toml(toml::parse("ffn = \"glu\"\nactivation = \"relu2\""));
+  EXPECT_EQ(c.ffn, FfnKind::kGlu);
+  EXPECT_EQ(c.activation, Activation::kRelu2);
+  c = model_config_from_toml(toml::parse("ffn = \"linear\"\nffn_mult = 2"));
+  EXPECT_EQ(c.ffn, FfnKind::kLinear);
+  try {
+    model_config_from_toml(toml::parse("ffn = \"swiglu\"\nactivation = \"gelu\""));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("activation = gelu"), std::string::npos);
+  }
 }
 
 TEST(ModelConfig, TomlWrongTypesAndValuesAreRejected) {

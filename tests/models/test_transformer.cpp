@@ -28,13 +28,18 @@ std::vector<ModelConfig> tiny_configs() {
   a.activation = Activation::kRelu2;
   a.tied_head = true;
   a.attn_mem_kv = 2;
-  auto b = tiny(PosKind::kLearned, NormKind::kLayerNorm, FfnKind::kSwiglu, BetaRule::kSu);
+  auto b = tiny(PosKind::kLearned, NormKind::kLayerNorm, FfnKind::kGlu, BetaRule::kSu);
+  b.activation = Activation::kSilu;
   b.bias = true;
   auto c = tiny(PosKind::kNone, NormKind::kRmsNorm, FfnKind::kLearnedKv, BetaRule::kYarn);
   auto d = tiny(PosKind::kRope, NormKind::kLayerNorm, FfnKind::kNone, BetaRule::kQwen);
   auto e = tiny(PosKind::kLearned, NormKind::kLayerNorm, FfnKind::kMlp, BetaRule::kNone);
   e.bias = true;
-  return {a, b, c, d, e};
+  auto f = tiny(PosKind::kRope, NormKind::kRmsNorm, FfnKind::kLinear, BetaRule::kNone);
+  auto g = tiny(PosKind::kRope, NormKind::kRmsNorm, FfnKind::kGlu, BetaRule::kNone);
+  g.activation = Activation::kRelu2;
+  g.attn_mem_kv = 1;
+  return {a, b, c, d, e, f, g};
 }
 
 std::string describe(const ModelConfig& c) {

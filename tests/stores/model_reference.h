@@ -80,49 +80,59 @@ inline double activation_naive(Activation act, double s) {
       return s > 0 ? s * s * s : 0.0;
     case Activation::kGelu:
       return 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)));
+    case Activation::kSilu:
+      return s / (1.0 + std::exp(-s));
   }
   return s;
 }
 
+// The feed-forward store of `o` (make_feed_forward), read through its registered parameters.
 // x: (n, D) -> (n, D), loops over rows, hidden units and slots.
-inline torch::Tensor feed_forward_naive(FeedForwardImpl& f, const torch::Tensor& x) {
-  const int64_t n = x.size(0), D = f.options.d_model();
+inline torch::Tensor feed_forward_naive(Store& f, const FeedForwardOptions& o,
+                                        const torch::Tensor& x) {
+  auto params = as_module(f).named_parameters();
+  auto param = [&](const std::string& name) {
+    return params.contains(name) ? params[name] : torch::Tensor();
+  };
+  auto linear = [&](const std::string& l, const torch::Tensor& v) {  // v (D,) -> (out,)
+    auto y = param(l + ".weight").mv(v);
+    return param(l + ".bias").defined() ? y + param(l + ".bias") : y;
+  };
+  const int64_t n = x.size(0), D = o.d_model();
   auto y = torch::zeros({n, D}, x.options());
   for (int64_t r = 0; r < n; ++r) {
     auto xr = x[r];
-    if (f.options.kind() == FfnKind::kLearnedKv) {
-      const int64_t H = f.options.n_heads(), dh = D / H, S = f.options.slots();
-      auto q = linear_naive(xr.unsqueeze(0), f.w1)[0];
+    if (o.kind() == FfnKind::kLearnedKv) {
+      const int64_t H = o.n_heads(), dh = D / H, S = o.slots();
+      auto q = linear("w1", xr);
+      auto keys = param("keys"), values = param("values");
       auto heads = torch::zeros({D}, x.options());
       for (int64_t h = 0; h < H; ++h) {
         auto qh = q.slice(0, h * dh, (h + 1) * dh);
         std::vector<double> w(S);
         double z = 0;
         for (int64_t s = 0; s < S; ++s) {
-          w[s] = std::exp(qh.dot(f.keys[h][s]).item<double>() / std::sqrt(double(dh)));
+          w[s] = std::exp(qh.dot(keys[h][s]).item<double>() / std::sqrt(double(dh)));
           z += w[s];
         }
         for (int64_t s = 0; s < S; ++s)
-          heads.slice(0, h * dh, (h + 1) * dh) += w[s] / z * f.values[h][s];
+          heads.slice(0, h * dh, (h + 1) * dh) += w[s] / z * values[h][s];
       }
-      y[r] = linear_naive(heads.unsqueeze(0), f.w2)[0];
+      y[r] = linear("w2", heads);
       continue;
     }
-    const int64_t hidden = f.w1->weight.size(0);
-    auto acc = f.w2->bias.defined() ? f.w2->bias.clone() : torch::zeros({D}, x.options());
+    auto w1 = param("w1.weight"), w2 = param("w2.weight"), w3 = param("w3.weight");
+    auto b1 = param("w1.bias"), b2 = param("w2.bias"), b3 = param("w3.bias");
+    const int64_t hidden = w1.size(0);
+    auto acc = b2.defined() ? b2.clone() : torch::zeros({D}, x.options());
     for (int64_t j = 0; j < hidden; ++j) {
-      auto pre = [&](const torch::nn::Linear& l) {
-        return l->weight[j].dot(xr).item<double>() +
-               (l->bias.defined() ? l->bias[j].item<double>() : 0.0);
+      auto pre = [&](const torch::Tensor& w, const torch::Tensor& b) {
+        return w[j].dot(xr).item<double>() + (b.defined() ? b[j].item<double>() : 0.0);
       };
-      double h;
-      if (f.options.kind() == FfnKind::kSwiglu) {
-        const double g = pre(f.w1);
-        h = g / (1.0 + std::exp(-g)) * pre(f.w3);
-      } else {
-        h = activation_naive(f.options.activation(), pre(f.w1));
-      }
-      acc += h * f.w2->weight.select(1, j);
+      double h = pre(w1, b1);
+      if (o.kind() == FfnKind::kMlp) h = activation_naive(o.activation(), h);
+      if (o.kind() == FfnKind::kGlu) h = activation_naive(o.activation(), h) * pre(w3, b3);
+      acc += h * w2.select(1, j);
     }
     y[r] = acc;
   }

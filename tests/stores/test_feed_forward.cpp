@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "recall/stores/feed_forward.h"
+#include "recall/stores/glu.h"
+#include "recall/stores/learned_kv.h"
+#include "recall/stores/mlp.h"
 #include "stores/model_reference.h"
 
 namespace recall {
@@ -9,20 +12,40 @@ namespace {
 
 void expect_matches_naive(FeedForwardOptions options, const std::string& what) {
   torch::manual_seed(2);
-  FeedForward f(options);
-  f->to(torch::kFloat64);
+  auto f = make_feed_forward(options);
+  auto module = as_module(f);
+  module->to(torch::kFloat64);
   {
     torch::NoGradGuard no_grad;
-    for (auto& p : f->parameters()) p.normal_(0.0, 0.5);
+    for (auto& p : module->parameters()) p.normal_(0.0, 0.5);
   }
   auto x = torch::randn({2, 3, options.d_model()}, torch::kFloat64);  // (B, T, D)
-  auto ref = testing::feed_forward_naive(*f, x.reshape({6, options.d_model()}));
+  auto ref = testing::feed_forward_naive(*f, options, x.reshape({6, options.d_model()}));
   auto fast = f->forward(x);
   ASSERT_EQ(fast.sizes(), x.sizes()) << what;
+  // Tolerances: float64 sums of a few dozen terms, 1e-12; float32, 1e-4.
   EXPECT_LT((fast.reshape({6, -1}) - ref).abs().max().item<double>(), 1e-12) << what;
-  f->to(torch::kFloat32);
+  // the recall weights are the hidden activations: forward is their second layer (not learned_kv,
+  // whose weights are per head)
+  if (options.kind() != FfnKind::kLearnedKv) {
+    auto w = f->recall_weights(x);  // (B, T, N)
+    ASSERT_EQ(w.size(-1), f->size()) << what;
+    auto b2 = module->named_parameters(true).find("w2.bias");
+    auto via = w.matmul(f->values()) + (b2 ? *b2 : torch::zeros({}, torch::kFloat64));
+    EXPECT_LT((via - fast).abs().max().item<double>(), 1e-12) << what;
+  } else {
+    auto w = f->recall_weights(x);  // (B, T, H, S)
+    EXPECT_EQ(w.sizes(), (std::vector<int64_t>{2, 3, options.n_heads(), options.slots()}));
+    EXPECT_LT((w.sum(-1) - 1).abs().max().item<double>(), 1e-12) << what;
+  }
+  module->to(torch::kFloat32);
   auto fast32 = f->forward(x.to(torch::kFloat32)).to(torch::kFloat64);
   EXPECT_LT((fast32.reshape({6, -1}) - ref).abs().max().item<double>(), 1e-4) << what;
+}
+
+TEST(ModelFeedForward, LinearMatchesTheNaiveLoops) {
+  for (bool bias : {false, true})
+    expect_matches_naive(FeedForwardOptions(8).kind(FfnKind::kLinear).mult(2).bias(bias), "linear");
 }
 
 TEST(ModelFeedForward, MlpWithEveryActivationMatchesTheNaiveLoops) {
@@ -32,8 +55,12 @@ TEST(ModelFeedForward, MlpWithEveryActivationMatchesTheNaiveLoops) {
                            "mlp " + to_string(act));
 }
 
-TEST(ModelFeedForward, SwigluMatchesTheNaiveLoops) {
-  expect_matches_naive(FeedForwardOptions(8).kind(FfnKind::kSwiglu).mult(3).bias(true), "swiglu");
+TEST(ModelFeedForward, GluWithEveryGateMatchesTheNaiveLoops) {
+  for (auto gate : {Activation::kSilu, Activation::kRelu, Activation::kRelu2, Activation::kGelu})
+    for (bool bias : {false, true})
+      expect_matches_naive(
+          FeedForwardOptions(8).kind(FfnKind::kGlu).activation(gate).mult(3).bias(bias),
+          "glu " + to_string(gate));
 }
 
 TEST(ModelFeedForward, LearnedKvMatchesTheNaiveLoops) {
@@ -44,15 +71,46 @@ TEST(ModelFeedForward, LearnedKvMatchesTheNaiveLoops) {
       "learned_kv one slot");
 }
 
-TEST(ModelFeedForward, ParameterShapes) {
-  FeedForward mlp(FeedForwardOptions(8).mult(4));
-  EXPECT_EQ(mlp->w1->weight.sizes(), (std::vector<int64_t>{32, 8}));
-  EXPECT_EQ(mlp->w2->weight.sizes(), (std::vector<int64_t>{8, 32}));
-  FeedForward kv(FeedForwardOptions(8).kind(FfnKind::kLearnedKv).slots(16).n_heads(4));
-  EXPECT_EQ(kv->keys.sizes(), (std::vector<int64_t>{4, 16, 2}));
-  EXPECT_EQ(kv->values.sizes(), (std::vector<int64_t>{4, 16, 2}));
-  EXPECT_THROW(FeedForward(FeedForwardOptions(8).kind(FfnKind::kLearnedKv)), std::invalid_argument);
-  EXPECT_THROW(FeedForward(FeedForwardOptions(8).kind(FfnKind::kNone)), std::invalid_argument);
+TEST(ModelFeedForward, ParameterShapesKeysAndValues) {
+  auto mlp = make_feed_forward(FeedForwardOptions(8).mult(4));
+  auto mlp_impl = std::dynamic_pointer_cast<MlpStoreImpl>(mlp);
+  ASSERT_TRUE(mlp_impl);
+  EXPECT_EQ(mlp_impl->w1->weight.sizes(), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(mlp_impl->w2->weight.sizes(), (std::vector<int64_t>{8, 32}));
+  EXPECT_TRUE(mlp->keys().is_same(mlp_impl->w1->weight));  // a view, not a copy
+  EXPECT_EQ(mlp->values().sizes(), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(mlp->size(), 32);
+  auto glu = std::dynamic_pointer_cast<GluStoreImpl>(
+      make_feed_forward(FeedForwardOptions(8).kind(FfnKind::kGlu).mult(2)));
+  ASSERT_TRUE(glu);
+  EXPECT_TRUE(glu->keys().is_same(glu->w1->weight));  // the gate rows
+  auto kv = make_feed_forward(FeedForwardOptions(8).kind(FfnKind::kLearnedKv).slots(16).n_heads(4));
+  EXPECT_EQ(kv->keys().sizes(), (std::vector<int64_t>{4, 16, 2}));
+  EXPECT_EQ(kv->values().sizes(), (std::vector<int64_t>{4, 16, 2}));
+  EXPECT_EQ(kv->size(), 64);
+  std::vector<std::string> names;
+  for (const auto& item : as_module(kv)->named_parameters()) names.push_back(item.key());
+  EXPECT_EQ(names, (std::vector<std::string>{"keys", "values", "w1.weight", "w2.weight"}));
+  EXPECT_THROW(make_feed_forward(FeedForwardOptions(8).kind(FfnKind::kLearnedKv)),
+               std::invalid_argument);
+  EXPECT_THROW(make_feed_forward(FeedForwardOptions(8).kind(FfnKind::kNone)),
+               std::invalid_argument);
+  EXPECT_THROW(make_feed_forward(FeedForwardOptions(8).mult(0)), std::invalid_argument);
+}
+
+TEST(ModelFeedForward, NamesOfEveryKindRoundTrip) {
+  for (const auto& name : feed_forward_names()) {
+    auto [kind, activation] = feed_forward_from_name(name);
+    EXPECT_EQ(feed_forward_name(kind, activation), name);
+  }
+  EXPECT_EQ(feed_forward_from_name("swiglu"), std::make_pair(FfnKind::kGlu, Activation::kSilu));
+  try {
+    feed_forward_from_name("moe");
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'moe' is unknown"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("glu-relu2"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ TEST(Stores, WeightFunctionStoresMatchNaiveLoop) {
     ASSERT_EQ(store->size(), 40);
     const auto want = naive_recall(spec, K, V, X);
     const double scale = want.abs().max().item<double>();
-    EXPECT_LT((store->recall(X) - want).abs().max().item<double>(), 1e-10 * scale) << name;
+    EXPECT_LT((store->forward(X) - want).abs().max().item<double>(), 1e-10 * scale) << name;
     EXPECT_LT((store->recall_weights(X).mm(V) - want).abs().max().item<double>(), 1e-10 * scale)
         << name;
   }
@@ -68,7 +68,7 @@ TEST(Stores, Float32MatchesFloat64) {
          b = make_store(StoreSpec::parse(name), 32, 32);
     a->write(K, V);
     b->write(K.to(torch::kFloat32), V.to(torch::kFloat32));
-    auto ra = a->recall(K), rb = b->recall(K.to(torch::kFloat32));
+    auto ra = a->forward(K), rb = b->forward(K.to(torch::kFloat32));
     EXPECT_EQ(rb.scalar_type(), torch::kFloat32) << name;
     EXPECT_LT((ra - rb.to(torch::kFloat64)).abs().max().item<double>(),
               1e-5 * std::max(1.0, ra.abs().max().item<double>()))
@@ -82,14 +82,14 @@ TEST(Stores, LeastSquaresRecallsExactlyUpToDk) {
                V = unit_rows(M, 64, torch::kFloat64, 20);
     auto store = make_store(StoreSpec::parse("least_squares"), 64, 64);
     store->write(K, V);
-    auto err = (store->recall(K) - V).norm(2, 1);  // interference / signal, signal = |v| = 1
+    auto err = (store->forward(K) - V).norm(2, 1);  // interference / signal, signal = |v| = 1
     EXPECT_LT(err.max().item<double>(), 1e-4) << "M = " << M;
   }
   // Past d_k the least-squares fit is no longer exact.
   const auto K = unit_rows(128, 64, torch::kFloat64, 7), V = unit_rows(128, 64, torch::kFloat64, 8);
   auto store = make_store(StoreSpec::parse("least_squares"), 64, 64);
   store->write(K, V);
-  EXPECT_GT((store->recall(K) - V).norm(2, 1).mean().item<double>(), 0.3);
+  EXPECT_GT((store->forward(K) - V).norm(2, 1).mean().item<double>(), 0.3);
 }
 
 TEST(Stores, OuterProductRecallsExactlyWithOrthonormalKeys) {
@@ -98,12 +98,12 @@ TEST(Stores, OuterProductRecallsExactlyWithOrthonormalKeys) {
   const auto V = unit_rows(64, 32, torch::kFloat64, 9);
   auto store = make_store(StoreSpec::parse("outer_product"), 64, 32);
   store->write(Q.t(), V);  // rows of Q^T are orthonormal
-  EXPECT_LT((store->recall(Q.t()) - V).abs().max().item<double>(), 1e-12);
+  EXPECT_LT((store->forward(Q.t()) - V).abs().max().item<double>(), 1e-12);
   // Random keys interfere: the essay's sqrt(M / d) at M = d is about 1.
   const auto K = unit_rows(64, 64, torch::kFloat64, 11);
   auto random = make_store(StoreSpec::parse("outer_product"), 64, 32);
   random->write(K, V);
-  const double isr = ((random->recall(K) - V).norm(2, 1)).mean().item<double>();
+  const double isr = ((random->forward(K) - V).norm(2, 1)).mean().item<double>();
   EXPECT_GT(isr, 0.7);
   EXPECT_LT(isr, 1.3);
 }
@@ -114,26 +114,25 @@ TEST(Stores, DeltaRuleWeightsMatchSequentialStateAndOrthonormalKeysAreExact) {
     DeltaStore store(DeltaStoreOptions(16, 8).rate(rate));
     store->write(K, V);
     // The WY form X K^T T V against the state S built one write at a time.
-    EXPECT_LT((store->recall_weights(K).mm(V) - store->recall(K)).abs().max().item<double>(),
+    EXPECT_LT((store->recall_weights(K).mm(V) - store->forward(K)).abs().max().item<double>(),
               1e-10);
   }
   torch::manual_seed(4);
   auto Q = std::get<0>(torch::linalg::qr(torch::randn({16, 16}, torch::kFloat64)));
   DeltaStore exact(DeltaStoreOptions(16, 8));
   exact->write(Q.t(), V.slice(0, 0, 16));
-  EXPECT_LT((exact->recall(Q.t()) - V.slice(0, 0, 16)).abs().max().item<double>(), 1e-12);
+  EXPECT_LT((exact->forward(Q.t()) - V.slice(0, 0, 16)).abs().max().item<double>(), 1e-12);
 }
 
 TEST(Stores, GradientsFlowToKeysAndValues) {
-  // d/dK and d/dV of sum(recall) against central differences, float64, tolerance 1e-6.
+  // d/dK and d/dV of sum(recall) against central differences, float64, tolerance 1e-6. Written
+  // memories are state (buffers), so the recall as a function of its memories is differentiated.
   for (const char* name : {"relu2", "swiglu", "exp3", "softmax"}) {
     auto K = unit_rows(6, 5, torch::kFloat64, 14).requires_grad_(true);
     auto V = unit_rows(6, 3, torch::kFloat64, 15).requires_grad_(true);
     const auto X = unit_rows(4, 5, torch::kFloat64, 16);
     auto loss_of = [&](const torch::Tensor& k, const torch::Tensor& v) {
-      auto store = make_store(StoreSpec::parse(name, 2.0), 5, 3);
-      store->write(k, v);
-      return store->recall(X).pow(2).sum();
+      return weight_function_recall(StoreSpec::parse(name, 2.0).weight, k, v, X).pow(2).sum();
     };
     loss_of(K, V).backward();
     ASSERT_TRUE(K.grad().defined() && V.grad().defined()) << name;
@@ -181,7 +180,7 @@ TEST(Stores, BadArgumentsNameTheArgumentAndRange) {
   EXPECT_NE(message([] { StoreSpec::parse("hopfield"); }).find("'hopfield' is unknown"),
             std::string::npos);
   EXPECT_NE(message([] {
-              make_store(StoreSpec::parse("relu"), 4, 4)->recall(torch::zeros({2, 5}));
+              make_store(StoreSpec::parse("relu"), 4, 4)->forward(torch::zeros({2, 5}));
             }).find("d_k = 4"),
             std::string::npos);
 }

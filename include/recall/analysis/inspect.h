@@ -31,7 +31,7 @@
 
 namespace recall {
 
-class FeedForwardImpl;
+class Store;
 
 // ISR_j of each query j from recall weights W (Q, N), query j recalling memory j (Q <= N), and
 // values V (N, d_v): || W_j V - W_jj v_j || / || W_jj v_j ||.
@@ -39,7 +39,7 @@ torch::Tensor self_recall_isr(const torch::Tensor& weights, const torch::Tensor&
 
 struct FfnStoreReport {
   int64_t layer = 0;
-  std::string kind;  // mlp-<activation>, swiglu, learned_kv
+  std::string kind;  // linear, mlp-<activation>, glu-<gate>, learned_kv
   int64_t keys = 0;  // N (learned_kv: heads x slots)
   int64_t dim = 0;   // key dimension
   IsrSummary isr;
@@ -49,7 +49,8 @@ struct FfnStoreReport {
   std::string theory_store;      // the store that theory is for
 };
 
-FfnStoreReport inspect_feed_forward(FeedForwardImpl& ffn, int64_t layer);
+// A block's feed-forward store (linear, mlp, glu or learned_kv; read in float64 on a copy).
+FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn, int64_t layer);
 
 struct HeadReport {
   int64_t layer = 0, head = 0;

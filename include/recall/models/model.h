@@ -3,15 +3,16 @@
 //   for each block: x = x + attn(norm1(x)); x = x + ffn(norm2(x))
 //   logits = head(norm_f(x))
 // Attention is a causal softmax store whose logit scale follows a beta rule per query position
-// (M = t + 1 keys seen, L = seq_len). The feed-forward sublayer is a parametric store: an MLP with
-// a weight function, a gated SwiGLU, learned-KV attention over N persistent key/value slots, or
-// none.
+// (M = t + 1 keys seen, L = seq_len). The feed-forward sublayer is a learned store
+// (feed_forward.h): linear, an MLP with an activation, a GLU with a gate activation (silu: SwiGLU),
+// learned-KV attention over N persistent key/value slots, or none.
 #pragma once
 #include <torch/torch.h>
 
 #include <string>
 #include <vector>
 
+#include "recall/models/activation_cache.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/feed_forward.h"
 
@@ -39,9 +40,9 @@ struct ModelConfig {
   bool tied_head = false;
   bool bias = false;  // biases in linear layers (the nanoGPT-style peer uses them)
   BetaRule attn_rule = BetaRule::kNone;
-  FfnKind ffn = FfnKind::kMlp;
-  Activation activation = Activation::kGelu;
-  int64_t ffn_mult = 4;     // hidden width = ffn_mult * d_model (mlp, swiglu)
+  FfnKind ffn = FfnKind::kMlp;                // TOML also accepts "swiglu": glu with silu
+  Activation activation = Activation::kGelu;  // the mlp's activation or the glu's gate
+  int64_t ffn_mult = 4;     // hidden width = ffn_mult * d_model (linear, mlp, glu)
   int64_t ffn_slots = 0;    // learned_kv: number of learned key/value slots per head
   int64_t attn_mem_kv = 0;  // learned key/values concatenated to the context keys
   void validate() const;
@@ -58,8 +59,10 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(ModelConfig config);
   void reset() override;
-  // idx: (B, T) int64 token ids, T may exceed seq_len unless pos = learned -> logits (B, T, vocab)
-  torch::Tensor forward(const torch::Tensor& idx);
+  // idx: (B, T) int64 token ids, T may exceed seq_len unless pos = learned -> logits (B, T, vocab).
+  // With a cache, also records every block's activations (activation_cache.h); without one, the
+  // fast path.
+  torch::Tensor forward(const torch::Tensor& idx, ActivationCache* cache = nullptr);
   // Change the beta rule of every attention layer (evaluation at other lengths).
   void set_attn_rule(BetaRule rule);
   int64_t num_parameters() const;

@@ -4,10 +4,13 @@
 // with beta(M) / beta_0 from the layer's rule (rule none is standard attention). ssmax learns the
 // scale per head (initialised so that it equals su). With mem_kv = N, N learned key/value vectors
 // per head are concatenated in front of the context keys and are visible to every query.
+// As a store: the memories of query t are the N learned key/values and the t + 1 context ones;
+// keys()/values() are the N learned ones (H, N, d_head), recall_weights the attention weights.
 #pragma once
 #include <torch/torch.h>
 
 #include "recall/stores/beta_rule.h"
+#include "recall/stores/store.h"
 
 namespace recall {
 
@@ -23,12 +26,26 @@ struct AttentionOptions {
   TORCH_ARG(int64_t, mem_kv) = 0;
 };
 
-class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
+class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
  public:
   explicit AttentionImpl(AttentionOptions options);
   void reset() override;
-  // x: (B, T, d_model) -> (B, T, d_model)
-  torch::Tensor forward(const torch::Tensor& x);
+  // x: (B, T, d_model) -> (B, T, d_model), the fused causal kernel (causal_attention.h)
+  torch::Tensor forward(const torch::Tensor& x) override;
+  // x: (B, T, d_model) -> (B, H, T, N + T) attention weights, with plain torch ops; each row sums
+  // to 1, and the weight of context key s > t is 0.
+  torch::Tensor recall_weights(const torch::Tensor& x) override;
+  torch::Tensor keys() const override;    // mem_k: (H, N, d_head), N = 0 gives an empty tensor
+  torch::Tensor values() const override;  // mem_v: (H, N, d_head)
+  int64_t size() const override { return options.mem_kv(); }
+
+  // The pieces of forward with plain torch ops (the slow path, which a model's activation cache
+  // reads): q (B, T, H, dh) after RoPE, k and v (B, N + T, H, dh) with the N memories first.
+  std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
+  // softmax of the scaled, causally masked logits of q against k: (B, H, T, N + T)
+  torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k);
+  // per head outputs y (B, T, H, dh) -> head_mask, then the output projection: (B, T, d_model)
+  torch::Tensor output(const torch::Tensor& y);
   // q, k, v of x after RoPE, each (B, T, H, d_head).
   std::array<torch::Tensor, 3> project(const torch::Tensor& x);
   // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for

@@ -4,7 +4,6 @@
 // the values, S = K^T U with U = T V, T = (I + b tril(K K^T, -1))^{-1} b (the WY form), so the
 // recall weights over the stored values are w(x) = T^T K x.
 #pragma once
-#include "recall/stores/key_value_memory.h"
 #include "recall/stores/store.h"
 
 namespace recall {
@@ -16,19 +15,21 @@ struct DeltaStoreOptions {
   TORCH_ARG(double, rate) = 1.0;  // b in (0, 2): 1 writes each memory exactly over its own key
 };
 
-class DeltaStoreImpl : public torch::nn::Cloneable<DeltaStoreImpl>, public Store {
+class DeltaStoreImpl : public torch::nn::Cloneable<DeltaStoreImpl>, public WritableStore {
  public:
   explicit DeltaStoreImpl(DeltaStoreOptions options);
   void reset() override;
   void write(const torch::Tensor& keys, const torch::Tensor& values) override;
-  torch::Tensor recall(const torch::Tensor& queries) override;          // X S
-  torch::Tensor recall_weights(const torch::Tensor& queries) override;  // X K^T T
-  int64_t size() const override { return memory.size(); }
-  torch::Tensor values() const override { return memory.values; }
+  torch::Tensor forward(const torch::Tensor& x) override;         // X S: (Q, d_v)
+  torch::Tensor recall_weights(const torch::Tensor& x) override;  // X K^T T: (Q, M)
+  torch::Tensor keys() const override { return stored_keys; }
+  torch::Tensor values() const override { return stored_values; }
+  int64_t size() const override { return stored_keys.size(0); }
 
   DeltaStoreOptions options;
-  KeyValueMemory memory;
-  torch::Tensor state;  // S: (d_k, d_v)
+  torch::Tensor stored_keys;    // buffer "keys": (M, d_k)
+  torch::Tensor stored_values;  // buffer "values": (M, d_v)
+  torch::Tensor state;          // buffer "state": S (d_k, d_v)
 };
 TORCH_MODULE(DeltaStore);
 

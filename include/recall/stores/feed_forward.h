@@ -1,50 +1,47 @@
-// The feed-forward sublayer as a parametric memory store (SPEC section 5):
-//   mlp        : W2 sigma(W1 x), sigma in relu, relu2, relu3 (the store's weight functions) or gelu
-//   swiglu     : W2 (silu(W1 x) * W3 x), a gated GLU with its own gate weights
-//   learned_kv : per head h, softmax(q_h K_h^T / sqrt(d_head)) V_h over ffn_slots learned key and
-//                value vectors (persistent memory, Sukhbaatar et al. 2019), q = Wq x, then Wo
-// (ffn = none has no sublayer; the block skips it.)
+// The feed-forward sublayer of a block is a learned memory store (SPEC section 5), one of
+//   linear     : W2 W1 x (linear.h)
+//   mlp        : W2 sigma(W1 x), sigma = activation in relu, relu2, relu3, gelu (mlp.h)
+//   glu        : W2 (gate(W1 x) * W3 x), gate = activation; silu is SwiGLU (glu.h)
+//   learned_kv : softmax over ffn_slots learned key/value slots per head (learned_kv.h)
+// (ffn = none has no sublayer; the block skips it.) make_feed_forward builds the module of a kind.
 #pragma once
 #include <torch/torch.h>
 
-#include "recall/stores/weight_function.h"
+#include <memory>
+
+#include "recall/stores/activation.h"
+#include "recall/stores/store.h"
 
 namespace recall {
 
-enum class FfnKind { kMlp, kSwiglu, kLearnedKv, kNone };
-enum class Activation { kRelu, kRelu2, kRelu3, kGelu };
+enum class FfnKind { kLinear, kMlp, kGlu, kLearnedKv, kNone };
 std::string to_string(FfnKind v);
-std::string to_string(Activation v);
-// Each throws std::invalid_argument naming the value and the accepted names.
+// Throws std::invalid_argument naming the value and the accepted names. ("swiglu", accepted by
+// the config for glu + silu, is resolved there, since it sets the activation too.)
 FfnKind ffn_kind_from_string(const std::string& s);
-Activation activation_from_string(const std::string& s);
 
 struct FeedForwardOptions {
   explicit FeedForwardOptions(int64_t d_model) : d_model_(d_model) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(FfnKind, kind) = FfnKind::kMlp;
-  TORCH_ARG(Activation, activation) = Activation::kGelu;
-  TORCH_ARG(int64_t, mult) = 4;     // mlp, swiglu: hidden = mult * d_model
+  TORCH_ARG(Activation, activation) = Activation::kGelu;  // mlp: sigma; glu: the gate
+  TORCH_ARG(int64_t, mult) = 4;     // linear, mlp, glu: hidden = mult * d_model
   TORCH_ARG(int64_t, slots) = 0;    // learned_kv
   TORCH_ARG(int64_t, n_heads) = 1;  // learned_kv
   TORCH_ARG(bool, bias) = false;
 };
 
-class FeedForwardImpl : public torch::nn::Cloneable<FeedForwardImpl> {
- public:
-  explicit FeedForwardImpl(FeedForwardOptions options);
-  void reset() override;
-  // x: (..., d_model) -> (..., d_model)
-  torch::Tensor forward(const torch::Tensor& x);
-  // The mlp's activation sigma, elementwise.
-  torch::Tensor activate(const torch::Tensor& s) const;
+// The store module of options.kind(), d_model -> d_model. Throws std::invalid_argument for
+// kind none and for sizes out of range.
+std::shared_ptr<Store> make_feed_forward(const FeedForwardOptions& options);
 
-  FeedForwardOptions options;
-  torch::nn::Linear w1{nullptr};  // mlp, swiglu: d_model -> hidden; learned_kv: the query Wq
-  torch::nn::Linear w2{nullptr};  // mlp, swiglu: hidden -> d_model; learned_kv: the output Wo
-  torch::nn::Linear w3{nullptr};  // swiglu: the gated input, d_model -> hidden
-  torch::Tensor keys, values;     // learned_kv: (H, slots, d_head)
-};
-TORCH_MODULE(FeedForward);
+// A kind spelled as one name, as `recall fit --kind` takes it: linear, mlp-<activation>,
+// glu-<gate>, learned_kv; swiglu = glu-silu.
+std::string feed_forward_name(FfnKind kind, Activation activation);
+// Throws std::invalid_argument naming the value and the accepted names.
+std::pair<FfnKind, Activation> feed_forward_from_name(const std::string& name);
+// Every name: linear, mlp-relu, mlp-relu2, mlp-relu3, mlp-gelu, glu-silu, glu-relu, glu-relu2,
+// glu-gelu, learned_kv.
+std::vector<std::string> feed_forward_names();
 
 }  // namespace recall

@@ -13,8 +13,16 @@ inline void init_linear(torch::nn::Linear& linear) {
   if (linear->bias.defined()) linear->bias.zero_();
 }
 
+// in or out may be 0: an empty layer that a store's write() grows.
 inline torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(bias));
+  // torch's own initialisation divides by fan_in, so an empty layer is built at size 1 and emptied
+  torch::nn::Linear linear(
+      torch::nn::LinearOptions(std::max<int64_t>(in, 1), std::max<int64_t>(out, 1)).bias(bias));
+  if (in == 0 || out == 0) {
+    torch::NoGradGuard no_grad;
+    linear->weight.set_data(torch::empty({out, in}));
+    if (bias) linear->bias.set_data(torch::empty({out}));
+  }
   init_linear(linear);
   return linear;
 }

@@ -1,7 +1,6 @@
 // Outer-product (Hebbian) store: writing a memory adds v k^T to W (d_v, d_k); recall is W x, so the
 // weight of memory i is k_i . x. One SGD step on a linear layer is such a write.
 #pragma once
-#include "recall/stores/key_value_memory.h"
 #include "recall/stores/store.h"
 
 namespace recall {
@@ -12,19 +11,22 @@ struct OuterProductStoreOptions {
   TORCH_ARG(int64_t, d_v);
 };
 
-class OuterProductStoreImpl : public torch::nn::Cloneable<OuterProductStoreImpl>, public Store {
+class OuterProductStoreImpl : public torch::nn::Cloneable<OuterProductStoreImpl>,
+                              public WritableStore {
  public:
   explicit OuterProductStoreImpl(OuterProductStoreOptions options);
   void reset() override;
   void write(const torch::Tensor& keys, const torch::Tensor& values) override;
-  torch::Tensor recall(const torch::Tensor& queries) override;  // X W^T
-  torch::Tensor recall_weights(const torch::Tensor& queries) override;
-  int64_t size() const override { return memory.size(); }
-  torch::Tensor values() const override { return memory.values; }
+  torch::Tensor forward(const torch::Tensor& x) override;         // (Q, d_k) -> X W^T (Q, d_v)
+  torch::Tensor recall_weights(const torch::Tensor& x) override;  // X K^T: (Q, M)
+  torch::Tensor keys() const override { return stored_keys; }
+  torch::Tensor values() const override { return stored_values; }
+  int64_t size() const override { return stored_keys.size(0); }
 
   OuterProductStoreOptions options;
-  KeyValueMemory memory;
-  torch::Tensor weight;  // (d_v, d_k) = V^T K
+  torch::Tensor stored_keys;    // buffer "keys": (M, d_k)
+  torch::Tensor stored_values;  // buffer "values": (M, d_v)
+  torch::Tensor weight;         // buffer "weight": (d_v, d_k) = V^T K
 };
 TORCH_MODULE(OuterProductStore);
 

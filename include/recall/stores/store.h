@@ -1,7 +1,8 @@
 // Memory stores (SPEC section 1). A store holds M memories, keys K (M, d_k) and values V (M, d_v),
 // and recalls for queries X (Q, d_k)
 //   f(X) = W(X) V,   W(X): (Q, M) recall weights
-// Every store here is a torch module implementing this interface; make_store builds one by name.
+// Every store here is a torch module implementing this interface; make_store builds a written one
+// by name, make_feed_forward (feed_forward.h) a learned one by kind.
 #pragma once
 #include <torch/torch.h>
 
@@ -38,21 +39,45 @@ struct StoreSpec {
 // The default store list of the probe and the theory table.
 std::vector<std::string> default_store_names();
 
+// The interface of every store module (written, learned and context). Each store is also a
+// torch::nn::Module holding all its state as registered parameters (learned memories) or buffers
+// (written memories), so to(), parameters(), buffers(), clone() and torch::save see it all;
+// as_module gives that module.
 class Store {
  public:
   virtual ~Store() = default;
-  // Appends memories: keys (M, d_k), values (M, d_v), same float dtype (float32 or float64).
-  virtual void write(const torch::Tensor& keys, const torch::Tensor& values) = 0;
-  // (Q, d_k) -> (Q, d_v)
-  virtual torch::Tensor recall(const torch::Tensor& queries) = 0;
-  // (Q, d_k) -> (Q, M), so that recall(X) = recall_weights(X) @ V
-  virtual torch::Tensor recall_weights(const torch::Tensor& queries) = 0;
-  virtual int64_t size() const = 0;  // M
+  // The recall f(x) = W(x) V: queries (..., d_k) -> (..., d_v).
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // The weights over the memories: (..., d_k) -> (..., M), so that (for the stores without an
+  // output projection) forward(x) = recall_weights(x) @ values(). Learned stores: the hidden
+  // activations.
+  virtual torch::Tensor recall_weights(const torch::Tensor& x) = 0;
+  // The memories: keys (M, d_k) and values (M, d_v), views of the registered state (learned_kv
+  // and attention: per head, (H, M, d_head)).
+  virtual torch::Tensor keys() const = 0;
   virtual torch::Tensor values() const = 0;
+  virtual int64_t size() const = 0;  // M
 };
 
+// A store that memories are written into (the probe's stores, and the two-layer learned stores,
+// whose hidden units a write appends).
+class WritableStore : public Store {
+ public:
+  // Appends memories: keys (M, d_k), values (M, d_v), same float dtype (float32 or float64). The
+  // first write into an empty store adopts that dtype; later writes must match it. Written
+  // memories are state, not graph: no gradient flows back to what was written.
+  virtual void write(const torch::Tensor& keys, const torch::Tensor& values) = 0;
+};
+
+// The torch module behind a store (every store is one), and a deep copy of a store.
+std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Store>& store);
+torch::nn::Module& as_module(Store& store);
+std::shared_ptr<Store> clone_store(const std::shared_ptr<Store>& store);
+
 // Builds the store of `spec` for d_k, d_v (>= 1). Throws std::invalid_argument on bad sizes.
-std::shared_ptr<Store> make_store(const StoreSpec& spec, int64_t d_k, int64_t d_v);
+// linear, relu, relu2, relu3 and swiglu are the model's two-layer stores (linear, mlp, glu with a
+// silu gate whose input weights equal its gate weights), written: each memory one hidden unit.
+std::shared_ptr<WritableStore> make_store(const StoreSpec& spec, int64_t d_k, int64_t d_v);
 
 namespace detail {
 // Shared argument checks; messages name the argument and the accepted range.
@@ -60,6 +85,14 @@ void check_dims(int64_t d_k, int64_t d_v);
 void check_memories(const torch::Tensor& keys, const torch::Tensor& values, int64_t d_k,
                     int64_t d_v);
 void check_queries(const torch::Tensor& queries, int64_t d_k);
+// x (..., d_k) with d_k = `d`, the input of the learned stores.
+void check_features(const torch::Tensor& x, int64_t d);
+// check_memories, and the dtype of a write into a store already holding `stored` (M, d_k) rows.
+void check_write(const torch::Tensor& stored, const torch::Tensor& keys,
+                 const torch::Tensor& values, int64_t d_k, int64_t d_v);
+// Appends rows (dim 0) or columns (dim 1) to a registered buffer or parameter in place (the module
+// keeps the same tensor, now longer); an empty one takes the dtype of `rows`.
+void append_rows(torch::Tensor& state, const torch::Tensor& rows, int64_t dim = 0);
 }  // namespace detail
 
 }  // namespace recall

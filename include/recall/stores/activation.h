@@ -1,0 +1,19 @@
+// The elementwise activations of the learned stores: the mlp's sigma and the glu's gate.
+//   relu, relu2, relu3: max(0, s)^p (the weight functions relu^p of weight_function.h)
+//   gelu: s Phi(s), the exact (erf) GELU;   silu: s sigmoid(s)
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+namespace recall {
+
+enum class Activation { kRelu, kRelu2, kRelu3, kGelu, kSilu };
+std::string to_string(Activation v);
+// Throws std::invalid_argument naming the value and the accepted names.
+Activation activation_from_string(const std::string& s);
+
+// sigma(s), elementwise, in the dtype of s.
+torch::Tensor activate(Activation a, const torch::Tensor& s);
+
+}  // namespace recall

@@ -1,0 +1,37 @@
+// The learned key-value store (ffn = learned_kv, persistent memory, Sukhbaatar et al. 2019): per
+// head h, softmax(q_h K_h^T / sqrt(d_head)) V_h over S learned key and value slots, q = Wq x, then
+// the output projection Wo.
+//   x (..., d_model) -> q (..., H, d_head) -> weights (..., H, S) -> (..., H, d_head) -> Wo
+#pragma once
+#include "recall/stores/store.h"
+
+namespace recall {
+
+struct LearnedKvStoreOptions {
+  LearnedKvStoreOptions(int64_t d_model, int64_t slots) : d_model_(d_model), slots_(slots) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, slots);  // S per head, >= 1
+  TORCH_ARG(int64_t, n_heads) = 1;
+  TORCH_ARG(bool, bias) = false;
+};
+
+class LearnedKvStoreImpl : public torch::nn::Cloneable<LearnedKvStoreImpl>, public Store {
+ public:
+  explicit LearnedKvStoreImpl(LearnedKvStoreOptions options);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& x) override;         // (..., d_model)
+  torch::Tensor recall_weights(const torch::Tensor& x) override;  // (..., H, S), rows sum to 1
+  torch::Tensor keys() const override { return slot_keys; }       // (H, S, d_head)
+  torch::Tensor values() const override { return slot_values; }   // (H, S, d_head)
+  int64_t size() const override { return slot_keys.size(0) * slot_keys.size(1); }  // H S
+  int64_t d_head() const { return options.d_model() / options.n_heads(); }
+
+  LearnedKvStoreOptions options;
+  torch::nn::Linear w1{nullptr};  // the query Wq: d_model -> d_model
+  torch::nn::Linear w2{nullptr};  // the output Wo: d_model -> d_model
+  torch::Tensor slot_keys;        // parameter "keys": (H, S, d_head)
+  torch::Tensor slot_values;      // parameter "values": (H, S, d_head)
+};
+TORCH_MODULE(LearnedKvStore);
+
+}  // namespace recall
