@@ -170,6 +170,12 @@ TEST(StoreModules, AttentionWeightsReproduceTheFusedForward) {
       // clone and save/load carry the learned memories
       auto copy = std::dynamic_pointer_cast<AttentionImpl>(attn->clone());
       EXPECT_TRUE(torch::equal(copy->forward(x), attn->forward(x)));
+      torch::manual_seed(11);
+      auto fresh = std::make_shared<AttentionImpl>(AttentionOptions(16, 2, 8).rule(rule).mem_kv(N));
+      fresh->to(torch::kFloat64);
+      auto loaded = reloaded(attn.ptr(), fresh);
+      EXPECT_TRUE(torch::equal(loaded->forward(x), attn->forward(x)));
+      EXPECT_EQ(loaded->keys().scalar_type(), torch::kFloat64);
     }
 }
 
