@@ -96,24 +96,18 @@ ModelConfig model_config_from_toml(const toml::table& table, std::vector<std::st
     c.norm = norm_kind_from_string(read_string(*n, "norm"));
   if (const toml::node* n = table.get("attn_rule"))
     c.attn_rule = beta_rule_from_string(read_string(*n, "attn_rule"));
-  bool swiglu = false;  // ffn = "swiglu" is glu with the silu gate
+  if (const toml::node* n = table.get("activation"))
+    c.activation = activation_from_string(read_string(*n, "activation"));
   if (const toml::node* n = table.get("ffn")) {
     const std::string ffn = read_string(*n, "ffn");
-    swiglu = ffn == "swiglu";
     try {
-      c.ffn = swiglu ? FfnKind::kGlu : ffn_kind_from_string(ffn);
+      c.ffn = ffn == "swiglu" ? FfnKind::kGlu : ffn_kind_from_string(ffn);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(
           fmt::format("{}, or swiglu (glu with activation silu)", e.what()));
     }
-    if (swiglu) c.activation = Activation::kSilu;
-  }
-  if (const toml::node* n = table.get("activation")) {
-    c.activation = activation_from_string(read_string(*n, "activation"));
-    check_arg(!swiglu || c.activation == Activation::kSilu,
-              fmt::format("activation = {}: ffn = swiglu is glu with activation silu; use ffn = "
-                          "glu for another gate",
-                          to_string(c.activation)));
+    // swiglu fixes the gate: a preset's activation (say gelu) does not make it a GeGLU
+    if (ffn == "swiglu") c.activation = Activation::kSilu;
   }
   if (used_keys)
     for (const auto& key : model_config_keys())
