@@ -366,8 +366,7 @@ class Report {
 }  // namespace
 
 std::string run_report(const ReportConfig& config) {
-  check_output_dir("--out", config.out_dir);
-  fs::create_directories(config.out_dir);
+  make_output_dir("--out", config.out_dir);
   Report report(config);
   const double gemm = measure_gemm_gflops(3, 1);
   std::vector<std::string> sections;

@@ -39,6 +39,13 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     ::unlink(tmpl.c_str());
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, why));
   }
+  // The rename is durable only once the folder's entry is on disk: without this a crash soon
+  // after could leave the old file (or none) although the write returned.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
 }
 
 void check_output_path(const std::string& flag, const std::string& path) {
@@ -64,6 +71,15 @@ void check_output_dir(const std::string& flag, const std::string& dir) {
   while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
   if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
     throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, dir, p.string()));
+}
+
+void make_output_dir(const std::string& flag, const std::string& dir) {
+  check_output_dir(flag, dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw UsageError(fmt::format("{} {}: cannot create the folder ({}); give a writable path", flag,
+                                 dir, ec.message()));
 }
 
 std::string read_file(const std::string& flag, const std::string& path) {

@@ -92,6 +92,11 @@ double interference_per_memory(const WeightFunction& w, int64_t d, KeyLaw law) {
     if (w.kind == WeightKind::kLinear) return sphere_moment(2, d);
     if (w.kind == WeightKind::kReluPow) return 0.5 * sphere_moment(2 * w.p, d);  // sigma(1) = 1
   }
+  // Softmax with s ~ N(0, 1/d): E[exp(2 beta (s - 1))] = exp(2 beta^2 / d - 2 beta) in closed form
+  // (the log-normal mean). Quadrature would overflow exp(2 beta s) in the tail at large beta; this
+  // only overflows to +inf (capacity 1) when the shortcut's capacity is below 1 + 1e-308.
+  if (law == KeyLaw::kGaussian && w.kind == WeightKind::kSoftmax)
+    return std::exp(2 * w.beta * w.beta / static_cast<double>(d) - 2 * w.beta);
   // sigma(s) / sigma(1) in a form that stays finite: softmax at large beta would overflow
   // exp(beta).
   std::function<double(double)> ratio;

@@ -102,6 +102,7 @@ TEST(Cli, BadInputIsOneLineExitTwoAndNoFile) {
       {"probe --unknown-flag" + json, "unknown-flag"},
       {"theory --dk 1" + json, "--dk"},
       {"nosuchcommand", "subcommand"},
+      {"report --quick --out /proc/recall-report", "cannot create the folder"},
   };
   for (const auto& [args, needle] : cases) {
     const CliRun r = run(args);

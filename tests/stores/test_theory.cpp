@@ -50,10 +50,27 @@ TEST(Theory, GaussianShortcutGivesTheEssaysFormulas) {
   EXPECT_NEAR(*theory_capacity(StoreSpec::parse("relu2"), d, g) / (1.0 + d * d / 1.5), 1.0, 1e-9);
   const double softmax = 1.0 + std::exp(2 * 8.0 - 2 * 64.0 / d);  // e^(2 beta - 2 beta^2 / d)
   EXPECT_NEAR(*theory_capacity(StoreSpec::parse("softmax", 8), d, g) / softmax, 1.0, 1e-9);
+  // The closed form that theory uses for softmax under the shortcut, against quadrature.
+  const double quad = similarity_expectation([](double s) { return std::exp(2 * 8.0 * (s - 1)); },
+                                             d, KeyLaw::kGaussian);
+  EXPECT_NEAR(quad * (softmax - 1.0), 1.0, 1e-9);
   // The sphere (exact for unit keys) and the shortcut differ by a few per cent.
   const double sphere = *theory_capacity(StoreSpec::parse("softmax", 8), d);
   EXPECT_GT(sphere / softmax, 1.02);
   EXPECT_LT(sphere / softmax, 1.10);
+}
+
+TEST(Theory, LargeBetaStaysFinite) {
+  // exp(2 beta s) overflows a double in the shortcut's Gaussian tail from beta ~ 45 at d = 64;
+  // the capacities stay finite (the shortcut's falls to 1: its keys are not bounded).
+  for (double beta : {50.0, 200.0, 1000.0}) {
+    for (auto law : {KeyLaw::kSphere, KeyLaw::kGaussian}) {
+      const auto c = theory_capacity(StoreSpec::parse("softmax", beta), 64, law);
+      ASSERT_TRUE(c.has_value());
+      EXPECT_TRUE(std::isfinite(*c)) << beta;
+      EXPECT_GE(*c, 1.0) << beta;
+    }
+  }
 }
 
 TEST(Theory, MonteCarloMeanIsr2WithinThreeStandardErrors) {

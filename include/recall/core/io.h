@@ -17,6 +17,9 @@ void check_output_path(const std::string& flag, const std::string& path);
 // can be created inside a writable folder above it. Throws UsageError naming `flag` otherwise.
 void check_output_dir(const std::string& flag, const std::string& dir);
 
+// check_output_dir, then creates the folder; throws UsageError naming `flag` when it cannot (a
+// path that only looks writable, such as one under /proc).
+void make_output_dir(const std::string& flag, const std::string& dir);
 // Reads a whole file; throws UsageError naming `flag` and the path when it cannot be read.
 std::string read_file(const std::string& flag, const std::string& path);
 
