@@ -82,7 +82,9 @@ TEST(Fit, EveryKindRunsAndStartsFromAWrittenStoresScale) {
     EXPECT_GE(r.capacity, 0) << name;
     EXPECT_EQ(r.theory.has_value(), c.constructed_spec().has_value()) << name;
     const std::string table = fit_table(r);
-    if (!r.theory) EXPECT_NE(table.find("n/a"), std::string::npos) << name;
+    if (!r.theory) {
+      EXPECT_NE(table.find("n/a"), std::string::npos) << name;
+    }
   }
 }
 

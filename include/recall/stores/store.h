@@ -48,9 +48,9 @@ class Store {
   virtual ~Store() = default;
   // The recall f(x) = W(x) V: queries (..., d_k) -> (..., d_v).
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
-  // The weights over the memories: (..., d_k) -> (..., M), so that (for the stores without an
-  // output projection) forward(x) = recall_weights(x) @ values(). Learned stores: the hidden
-  // activations.
+  // The weights over the memories: (..., d_k) -> (..., M), so that forward(x) =
+  // recall_weights(x) @ values() (plus the output bias where there is one). Learned stores: the
+  // hidden activations; learned_kv and attention: per head, before their output projection.
   virtual torch::Tensor recall_weights(const torch::Tensor& x) = 0;
   // The memories: keys (M, d_k) and values (M, d_v), views of the registered state (learned_kv
   // and attention: per head, (H, M, d_head)).
