@@ -12,10 +12,12 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
+#include "recall/core/kernels.h"
 #include "recall/core/machine.h"
 #include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
@@ -57,6 +59,22 @@ double gemm_gflops_cached() {
   if (fresh) it->second = measure_gemm_gflops();
   return it->second;
 }
+
+// torch's intra-op thread count for a scope.
+class TorchThreads {
+ public:
+  explicit TorchThreads(int n) : saved_(at::get_num_threads()) {
+    if (n != saved_) at::set_num_threads(n);
+  }
+  ~TorchThreads() {
+    if (at::get_num_threads() != saved_) at::set_num_threads(saved_);
+  }
+  TorchThreads(const TorchThreads&) = delete;
+  TorchThreads& operator=(const TorchThreads&) = delete;
+
+ private:
+  int saved_;
+};
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds));
@@ -204,7 +222,9 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                     {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
                      module_bytes(*model), optimizer_bytes(optimizer)});
   };
+  const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
   auto run_eval = [&] {
+    TorchThreads all(workers);  // evaluation is one forward over each batch: intra-op threads
     auto m = evaluate(model, *task, eval_set);
     metrics << nlohmann::json{{"step", step}, {"eval", to_json(m)}}.dump() << "\n" << std::flush;
     if (options.progress)
@@ -217,7 +237,11 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   // MFU is measured against this machine's fp32 GEMM rate unless the config names a peak.
   const double peak_flops = tc.peak_flops > 0 ? tc.peak_flops : gemm_gflops_cached() * 1e9;
   const double flops_token = flops_per_token(config, model->num_parameters());
-  const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
+  // With data-parallel workers, this thread's share of a step (adding up the workers' gradients,
+  // the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded, because an
+  // intra-op (OpenMP) thread woken for it keeps spinning afterwards on a core the workers need.
+  std::optional<TorchThreads> one_thread;
+  if (workers > 1 && !reference_kernels()) one_thread.emplace(1);
   TrainResult result;
   result.peak_flops = peak_flops;
   const auto t0 = std::chrono::steady_clock::now();
