@@ -9,6 +9,7 @@
 #include "recall/core/allocator.h"
 #include "recall/core/blas.h"
 #include "recall/core/error.h"
+#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    recall::kernels_from_environment();  // a bad RECALL_KERNELS is refused before any work
     recall::set_threads(threads);
     return action ? action() : 0;
   } catch (const std::invalid_argument& e) {  // bad input found while running: a flag, file, config

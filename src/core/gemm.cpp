@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include "recall/core/kernels.h"
 #include "recall/core/row_math.h"
 
 namespace recall {
@@ -35,10 +36,12 @@ Operand operand(const torch::Tensor& x) {
   return {c, 'N', std::max<int64_t>(1, cols)};
 }
 
+// False under RECALL_KERNELS=reference: every caller then runs torch's own ops.
 bool use_fast(const torch::Tensor& a, const torch::Tensor& b) {
-  return sgemm_fn() && a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32 &&
-         a.device().is_cpu() && b.device().is_cpu() && a.dim() == b.dim() &&
-         (a.dim() == 2 || (a.dim() == 3 && a.size(0) == b.size(0))) && a.size(-1) == b.size(-2);
+  return sgemm_fn() && !reference_kernels() && a.scalar_type() == torch::kFloat32 &&
+         b.scalar_type() == torch::kFloat32 && a.device().is_cpu() && b.device().is_cpu() &&
+         a.dim() == b.dim() && (a.dim() == 2 || (a.dim() == 3 && a.size(0) == b.size(0))) &&
+         a.size(-1) == b.size(-2);
 }
 
 // The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only).

@@ -10,18 +10,20 @@
 #include <mutex>
 #include <thread>
 
+#include "recall/core/kernels.h"
+
 namespace recall {
 
 namespace {
 
-// Sum (not mean) of the cross-entropy of one row slice, scaled by 1 / total positions.
-torch::Tensor slice_loss(Transformer& model, const torch::Tensor& inputs,
-                         const torch::Tensor& targets, double scale) {
-  auto logits = model(inputs);  // (b, T, vocab)
+// Sum (not mean) of the cross-entropy over the scored positions of x (b, T), times `scale`.
+torch::Tensor scored_loss(Transformer& model, const torch::Tensor& x, const torch::Tensor& y,
+                          const torch::Tensor& mask, double scale) {
+  auto logits = model->forward(x).index({mask});  // (scored, vocab)
   namespace F = torch::nn::functional;
-  auto sum = F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape(-1),
-                              F::CrossEntropyFuncOptions().reduction(torch::kSum));
-  return sum * scale;
+  return F::cross_entropy(logits, y.index({mask}),
+                          F::CrossEntropyFuncOptions().reduction(torch::kSum)) *
+         scale;
 }
 
 // n threads that live for the whole process, each running torch single-threaded; run(task) calls
@@ -89,31 +91,54 @@ WorkerPool& worker_pool(int n) {
 
 }  // namespace
 
-double data_parallel_backward(Transformer& model, const torch::Tensor& inputs,
-                              const torch::Tensor& targets, int workers) {
-  const int64_t B = inputs.size(0);
-  const double scale = 1.0 / static_cast<double>(inputs.numel());
-  const int64_t n = std::min<int64_t>(std::max(workers, 1), B);
+double data_parallel_backward(Transformer& model, const Batch& batch, int workers) {
+  const int64_t B = batch.x.size(0);
+  const int64_t scored = batch.mask.sum().item<int64_t>();
+  const double scale = 1.0 / static_cast<double>(std::max<int64_t>(scored, 1));
+  const int64_t n = reference_kernels() ? 1 : std::min<int64_t>(std::max(workers, 1), B);
   if (n == 1) {
-    auto loss = slice_loss(model, inputs, targets, scale);
+    auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
     loss.backward();
     return loss.item<double>();
   }
+  const auto params = model->parameters();
   std::vector<double> losses(n, 0.0);
+  std::vector<std::vector<torch::Tensor>> grads(n);  // grads[w][i]: worker w's for parameter i
   std::vector<std::exception_ptr> errors(n);
   worker_pool(static_cast<int>(n)).run([&](int w) {
     try {
       const int64_t begin = B * w / n, end = B * (w + 1) / n;
-      auto loss =
-          slice_loss(model, inputs.slice(0, begin, end), targets.slice(0, begin, end), scale);
-      loss.backward();
+      auto rows = [&](const torch::Tensor& t) { return t.slice(0, begin, end); };
+      auto loss = scored_loss(model, rows(batch.x), rows(batch.y), rows(batch.mask), scale);
       losses[w] = loss.item<double>();
+      grads[w] = torch::autograd::grad({loss}, params, /*grad_outputs=*/{},
+                                       /*retain_graph=*/false, /*create_graph=*/false,
+                                       /*allow_unused=*/true);
     } catch (...) {
       errors[w] = std::current_exception();
     }
   });
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  // .grad += g_0 + g_1 + ... + g_{n-1}, added in this order whatever order the workers finished in.
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor sum;
+    for (int64_t w = 0; w < n; ++w) {
+      const auto& g = grads[w][i];
+      if (!g.defined()) continue;
+      if (!sum.defined())  // ours to add into, unless autograd handed back a view (an expand)
+        sum = g.is_contiguous() && !g.is_view() ? g : g.clone(at::MemoryFormat::Contiguous);
+      else
+        sum.add_(g);
+    }
+    if (!sum.defined()) continue;
+    auto& grad = const_cast<torch::Tensor&>(params[i]).mutable_grad();
+    if (grad.defined())
+      grad.add_(sum);
+    else
+      grad = sum;
+  }
   double total = 0.0;
   for (double l : losses) total += l;
   return total;

@@ -334,13 +334,13 @@ TrainConfig train_config_from_toml(std::string_view text, const std::string& sou
 
 TrainConfig train_config_from_file(const std::string& path,
                                    const std::vector<std::string>& overrides) {
-  if (const auto preset = preset_for_config(path); preset && path != "bench-gpt")
+  if (const auto preset = preset_for_config(path); preset)
     return train_config_from_toml(*preset, "preset " + path, overrides, ".");
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw UsageError(fmt::format(
         "--config {}: no such file; give a TOML file or a preset (mqar-tiny, facts-tiny, "
-        "text-tiny)",
+        "text-tiny, bench-gpt)",
         path));
   const std::string text = read_file("--config", path);
   const auto dir = std::filesystem::path(path).parent_path().string();

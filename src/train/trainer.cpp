@@ -10,13 +10,18 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
+#include "recall/core/kernels.h"
 #include "recall/core/machine.h"
+#include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
+#include "recall/train/data_parallel.h"
 
 namespace recall {
 namespace fs = std::filesystem;
@@ -44,6 +49,33 @@ double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   return std::sqrt(sq);
 }
 
+// The fp32 GEMM rate, measured once per process and thread count: every run of a process (tests
+// train many) shares one measurement, taken before its first step.
+double gemm_gflops_cached() {
+  static std::mutex mutex;
+  static std::map<int, double> measured;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = measured.try_emplace(at::get_num_threads(), 0.0);
+  if (fresh) it->second = measure_gemm_gflops();
+  return it->second;
+}
+
+// torch's intra-op thread count for a scope.
+class TorchThreads {
+ public:
+  explicit TorchThreads(int n) : saved_(at::get_num_threads()) {
+    if (n != saved_) at::set_num_threads(n);
+  }
+  ~TorchThreads() {
+    if (at::get_num_threads() != saved_) at::set_num_threads(saved_);
+  }
+  TorchThreads(const TorchThreads&) = delete;
+  TorchThreads& operator=(const TorchThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds));
   return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
@@ -57,6 +89,25 @@ nlohmann::json to_json(const std::map<std::string, double>& m) {
 }
 
 }  // namespace
+
+int64_t tokens_per_step(const TrainConfig& config) {
+  return config.trainer.batch_size *
+         (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
+}
+
+double flops_per_token(const TrainConfig& config, int64_t n_params) {
+  const auto& m = config.model;
+  return 6.0 * static_cast<double>(n_params) +
+         12.0 * static_cast<double>(m.n_layers * m.d_model * m.seq_len);
+}
+
+double mean_step_seconds(const std::vector<double>& step_seconds) {
+  if (step_seconds.empty()) return 0.0;
+  const size_t skip = step_seconds.size() > kWarmupSteps ? kWarmupSteps : 0;
+  double sum = 0;
+  for (size_t i = skip; i < step_seconds.size(); ++i) sum += step_seconds[i];
+  return sum / static_cast<double>(step_seconds.size() - skip);
+}
 
 std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary) {
   auto task = make_task(config, vocabulary);
@@ -131,8 +182,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     return std::make_unique<torch::optim::AdamWOptions>(
         torch::optim::AdamWOptions(tc.lr).betas({tc.beta1, tc.beta2}).weight_decay(wd));
   };
-  torch::optim::AdamW optimizer({torch::optim::OptimizerParamGroup(decay, adamw(tc.weight_decay)),
-                                 torch::optim::OptimizerParamGroup(no_decay, adamw(0.0))});
+  FusedAdamW optimizer({torch::optim::OptimizerParamGroup(decay, adamw(tc.weight_decay)),
+                        torch::optim::OptimizerParamGroup(no_decay, adamw(0.0))});
   Rng rng(static_cast<uint64_t>(tc.seed));
   int64_t step = 0;
   if (resume) {
@@ -171,7 +222,9 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                     {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
                      module_bytes(*model), optimizer_bytes(optimizer)});
   };
+  const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
   auto run_eval = [&] {
+    TorchThreads all(workers);  // evaluation is one forward over each batch: intra-op threads
     auto m = evaluate(model, *task, eval_set);
     metrics << nlohmann::json{{"step", step}, {"eval", to_json(m)}}.dump() << "\n" << std::flush;
     if (options.progress)
@@ -180,30 +233,31 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     return m;
   };
 
-  const int64_t tokens_per_step =
-      tc.batch_size * (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
+  const double tokens = static_cast<double>(tokens_per_step(config));
   // MFU is measured against this machine's fp32 GEMM rate unless the config names a peak.
-  const double peak_flops = tc.peak_flops > 0 ? tc.peak_flops : measure_gemm_gflops(3, 1) * 1e9;
-  const double flops_per_token =
-      6.0 * static_cast<double>(model->num_parameters()) +
-      12.0 * config.model.n_layers * config.model.d_model * config.model.seq_len;
+  const double peak_flops = tc.peak_flops > 0 ? tc.peak_flops : gemm_gflops_cached() * 1e9;
+  const double flops_token = flops_per_token(config, model->num_parameters());
+  // With data-parallel workers, this thread's share of a step (adding up the workers' gradients,
+  // the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded, because an
+  // intra-op (OpenMP) thread woken for it keeps spinning afterwards on a core the workers need.
+  std::optional<TorchThreads> one_thread;
+  if (workers > 1 && !reference_kernels()) one_thread.emplace(1);
   TrainResult result;
+  result.peak_flops = peak_flops;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = step;
   while (step < tc.steps) {
+    const auto step_start = std::chrono::steady_clock::now();
     const double lr = lr_at(tc, step);
     for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
     const Batch b = task->sample(tc.batch_size, config.model.seq_len, rng);
-    auto loss = torch::nn::functional::cross_entropy(model->forward(b.x).index({b.mask}),
-                                                     b.y.index({b.mask}));
-    const double loss_v = loss.item<double>();
+    optimizer.zero_grad();
+    const double loss_v = data_parallel_backward(model, b, workers);
     const std::string keep =
         resume || step > first ? "the last checkpoint is kept" : "no checkpoint was written";
     if (!std::isfinite(loss_v))
       throw NonFiniteError(
           fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, loss_v, keep));
-    optimizer.zero_grad();
-    loss.backward();
     const double gnorm = grad_norm(model->parameters(), tc.grad_clip);
     if (!std::isfinite(gnorm))
       throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
@@ -211,13 +265,14 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     optimizer.step();
     ++step;
     result.losses.push_back(loss_v);
+    result.step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
 
     if (step % tc.log_every == 0 || step == tc.steps) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double tok_s =
-          static_cast<double>((step - first) * tokens_per_step) / std::max(secs, 1e-9);
-      const double mfu = flops_per_token * tok_s / peak_flops;
+      const double tok_s = tokens / mean_step_seconds(result.step_seconds);
+      const double mfu = flops_token * tok_s / peak_flops;
       metrics << nlohmann::json{{"step", step},       {"loss", loss_v},        {"lr", lr},
                                 {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"mfu", mfu}}
                      .dump()

@@ -1,12 +1,19 @@
-// Data-parallel backward: same loss and gradients as one backward over the whole batch.
+// Data-parallel backward: the trainer's loss and its gradients as one backward over the whole batch
+// gives them, and the same bytes every time for a given worker count.
 #include <gtest/gtest.h>
 
+#include "recall/core/kernels.h"
 #include "recall/train/data_parallel.h"
 
 namespace recall {
 namespace {
 
-TEST(ModelDataParallel, GradientsEqualOneBackwardOverTheBatch) {
+struct Setup {
+  Transformer model{nullptr};
+  Batch batch;
+};
+
+Setup small_model_and_batch() {
   ModelConfig c;
   c.vocab_size = 13;
   c.d_model = 16;
@@ -15,30 +22,72 @@ TEST(ModelDataParallel, GradientsEqualOneBackwardOverTheBatch) {
   c.seq_len = 12;
   c.attn_mem_kv = 2;
   torch::manual_seed(10);
-  Transformer model(c);
+  Setup s{Transformer(c), {}};
   auto data = torch::randint(0, c.vocab_size, {5, c.seq_len + 1});
-  auto inputs = data.narrow(1, 0, c.seq_len), targets = data.narrow(1, 1, c.seq_len);
-  auto logits = model(inputs);
-  auto loss =
-      torch::nn::functional::cross_entropy(logits.reshape({-1, c.vocab_size}), targets.reshape(-1));
-  loss.backward();
-  std::vector<torch::Tensor> expected;
+  // scored positions unevenly spread over the rows (row 3 has none): the mean is over the batch
+  auto mask = torch::rand({5, c.seq_len}) < 0.4;
+  mask[3].fill_(false);
+  s.batch = {data.narrow(1, 0, c.seq_len), data.narrow(1, 1, c.seq_len), mask};
+  return s;
+}
+
+std::vector<torch::Tensor> take_grads(Transformer& model) {
+  std::vector<torch::Tensor> out;
   for (auto& p : model->parameters()) {
-    expected.push_back(p.grad().clone());
+    out.push_back(p.grad().clone());
     p.mutable_grad().reset();
   }
+  return out;
+}
+
+// Float32 sums in another order: 1e-6 absolute on gradients of order 0.1.
+TEST(DataParallel, LossAndGradientsEqualOneBackwardOverTheBatch) {
+  auto [model, b] = small_model_and_batch();
+  auto loss = torch::nn::functional::cross_entropy(model(b.x).index({b.mask}), b.y.index({b.mask}));
+  loss.backward();
+  const auto expected = take_grads(model);
   const int threads = at::get_num_threads();
   for (int workers : {1, 2, 3}) {
-    const double l = data_parallel_backward(model, inputs, targets, workers);
+    const double l = data_parallel_backward(model, b, workers);
     EXPECT_NEAR(l, loss.item<double>(), 1e-5) << workers;
-    auto params = model->parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      EXPECT_LT((params[i].grad() - expected[i]).abs().max().item<double>(), 1e-6)
-          << workers << " " << i;
-      params[i].mutable_grad().reset();
-    }
+    const auto got = take_grads(model);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LT((got[i] - expected[i]).abs().max().item<double>(), 1e-6) << workers << " " << i;
   }
   EXPECT_EQ(at::get_num_threads(), threads);
+}
+
+TEST(DataParallel, SameWorkersSameBytesAndGradsAccumulate) {
+  auto [model, b] = small_model_and_batch();
+  data_parallel_backward(model, b, 3);
+  const auto first = take_grads(model);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    data_parallel_backward(model, b, 3);
+    const auto again = take_grads(model);
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(torch::equal(again[i], first[i])) << i;
+  }
+  // a defined .grad is added to, as backward() does
+  data_parallel_backward(model, b, 2);
+  data_parallel_backward(model, b, 2);
+  const auto twice = take_grads(model);
+  for (size_t i = 0; i < first.size(); ++i)
+    EXPECT_LT((twice[i] - 2 * first[i]).abs().max().item<double>(), 1e-6) << i;
+}
+
+TEST(DataParallel, ReferenceKernelsRunOneBackward) {
+  auto [model, b] = small_model_and_batch();
+  std::vector<torch::Tensor> expected;
+  {
+    ScopedKernels reference(Kernels::kReference);
+    namespace F = torch::nn::functional;
+    auto sum = F::cross_entropy(model(b.x).index({b.mask}), b.y.index({b.mask}),
+                                F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    (sum * (1.0 / b.mask.sum().item<double>())).backward();
+    expected = take_grads(model);
+    data_parallel_backward(model, b, 3);  // one backward over the batch, whatever the workers
+  }
+  const auto got = take_grads(model);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], expected[i])) << i;
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace {
 using test::TempDir;
 
 TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
-  for (const char* name : {"mqar-tiny", "facts-tiny", "text-tiny"}) {
+  for (const char* name : {"mqar-tiny", "facts-tiny", "text-tiny", "bench-gpt"}) {
     const std::string file = std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml";
     const auto c = train_config_from_file(file);
     EXPECT_GE(c.trainer.steps, 1) << name;

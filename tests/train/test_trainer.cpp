@@ -47,6 +47,20 @@ TEST(Trainer, SameSeedSameLosses) {
   EXPECT_EQ(a.eval, b.eval);
 }
 
+// The data-parallel step reduces in a fixed order: two runs with the same seed on 2 threads (two
+// workers) write the same checkpoint, byte for byte.
+TEST(Trainer, SameSeedSameCheckpointBytesOnTwoThreads) {
+  TempDir dir;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  run(test::tiny_mqar({"steps=8"}), dir / "a");
+  run(test::tiny_mqar({"steps=8"}), dir / "b");
+  at::set_num_threads(threads);
+  const std::string a = test::read_text(dir / "a/checkpoint.bin");
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(a == test::read_text(dir / "b/checkpoint.bin"));
+}
+
 TEST(Trainer, ResumeContinuesExactly) {
   TempDir dir;
   const TrainConfig cfg = test::tiny_mqar({"eval_every=4"});

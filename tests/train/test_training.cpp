@@ -16,7 +16,7 @@ TEST(ModelTraining, LearnsToRepeatTheFirstHalf) {
   c.seq_len = 16;
   torch::manual_seed(11);
   Transformer model(c);
-  FusedAdamW optimizer(model->parameters(), FusedAdamWOptions(1e-2).weight_decay(0.0));
+  FusedAdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.0));
   // Sequences x x with x of 8 random tokens: the second half is predictable only by attention.
   auto batch = [&] {
     auto half = torch::randint(0, c.vocab_size, {16, 8});
@@ -34,7 +34,9 @@ TEST(ModelTraining, LearnsToRepeatTheFirstHalf) {
   for (int step = 0; step < 400; ++step) {
     auto data = batch();
     optimizer.zero_grad();
-    data_parallel_backward(model, data.narrow(1, 0, 16), data.narrow(1, 1, 16), 2);
+    const Batch b{data.narrow(1, 0, 16), data.narrow(1, 1, 16),
+                  torch::ones({16, 16}, torch::kBool)};
+    data_parallel_backward(model, b, 2);
     optimizer.step();
   }
   const double after = copy_loss(held_out);

@@ -2,7 +2,8 @@
 // 0.3.21, which does not know recent Xeons and falls back to an AVX2 kernel) is several times
 // slower than oneDNN's sgemm, which LibTorch already loads (libdnnl). For float32 CPU tensors these
 // functions call dnnl_sgemm (looked up at run time; strided views are passed as transposes, not
-// copied) and parallelise batches over torch's threads; anything else falls back to torch::matmul.
+// copied) and parallelise batches over torch's threads; anything else, and everything under
+// RECALL_KERNELS=reference (recall/core/kernels.h), falls back to torch::matmul.
 #pragma once
 #include <torch/torch.h>
 

@@ -1,7 +1,11 @@
-// AdamW in one pass: the same update as torch::optim::AdamW (decoupled weight decay, bias-corrected
-// moments, no amsgrad), but every parameter is updated inside a single parallel loop over all
-// elements instead of ~8 tensor ops per parameter. On small models the per-op overhead (and, with
-// several threads, one fork/join per op) dominates the optimiser; this removes it.
+// AdamW in one pass: torch::optim::AdamW (decoupled weight decay, bias-corrected moments, no
+// amsgrad) whose step updates every parameter of every group inside a single parallel loop over
+// all elements instead of ~8 tensor ops per parameter. On small models the per-op overhead (and,
+// with several threads, one fork/join per op) dominates the optimiser; this removes it.
+//
+// Parameter groups, their options (lr, betas, eps, weight_decay) and the per-parameter state
+// (AdamWParamState: step, exp_avg, exp_avg_sq) are torch's own. Under RECALL_KERNELS=reference
+// (recall/core/kernels.h) step() is AdamW::step on that same state.
 #pragma once
 #include <torch/torch.h>
 
@@ -9,30 +13,29 @@
 
 namespace recall {
 
-struct FusedAdamWOptions {
-  explicit FusedAdamWOptions(double lr = 1e-3) : lr_(lr) {}
-  TORCH_ARG(double, lr);
-  TORCH_ARG(double, beta1) = 0.9;
-  TORCH_ARG(double, beta2) = 0.999;
-  TORCH_ARG(double, eps) = 1e-8;
-  TORCH_ARG(double, weight_decay) = 1e-2;
-};
-
-class FusedAdamW {
+class FusedAdamW : public torch::optim::AdamW {
  public:
-  // params: float32 CPU tensors (throws std::invalid_argument otherwise).
-  FusedAdamW(std::vector<torch::Tensor> params, FusedAdamWOptions options);
-  // One update of every parameter that has a gradient.
-  void step();
+  // Parameters: contiguous float32 CPU tensors. Throws std::invalid_argument naming the value for a
+  // bad parameter or option (lr < 0, a beta outside [0, 1), eps <= 0, weight_decay < 0, amsgrad).
+  explicit FusedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
+                      torch::optim::AdamWOptions defaults = {});
+  explicit FusedAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOptions defaults = {});
+
+  // Per parameter with a gradient, with t its step count after this step:
+  //   p <- p (1 - lr wd);  m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+  //   p <- p - lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+  // Parameters without a gradient are left alone (no state is created for them).
+  torch::Tensor step(LossClosure closure = nullptr) override;
+
+  // The state keyed by (group, index) rather than by tensor address as torch's AdamW::save does,
+  // so that the same state gives the same bytes in any process (same seed, same checkpoint).
+  // load() also reads torch's own AdamW format. Throws std::invalid_argument when the archive's
+  // groups do not have this optimizer's sizes.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
   // Sets every gradient to none (undefined), so that the next backward writes instead of adding.
   void zero_grad();
-  FusedAdamWOptions options;  // lr may be changed between steps (schedules)
-
- private:
-  std::vector<torch::Tensor> params_;
-  std::vector<int64_t> offsets_;  // start of each parameter in the flat moment buffers
-  torch::Tensor exp_avg_, exp_avg_sq_;
-  int64_t step_ = 0;
 };
 
 }  // namespace recall

@@ -1,7 +1,8 @@
-// The training loop: AdamW with warmup then cosine decay, gradient-norm clipping, periodic
-// evaluation, metrics as JSON lines (DIR/metrics.jsonl), a progress line on stderr, and checkpoints
-// (DIR/checkpoint.bin) from which --resume continues exactly: the same losses as a run that never
-// stopped, given the same thread count.
+// The training loop: one step is the data-parallel backward (recall/train/data_parallel.h), a
+// global gradient-norm clip and the fused AdamW (recall/train/adamw.h), with warmup then cosine
+// decay of the learning rate; periodic evaluation, metrics as JSON lines (DIR/metrics.jsonl), a
+// progress line on stderr, and checkpoints (DIR/checkpoint.bin) from which --resume continues
+// exactly: the same losses as a run that never stopped, given the same thread count.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,9 +41,24 @@ struct TrainOptions {
 struct TrainResult {
   int64_t step = 0;                    // steps taken in total
   std::vector<double> losses;          // training loss of each step taken in this call
+  std::vector<double> step_seconds;    // wall time of each of those steps (batch to update)
+  double peak_flops = 0;               // the FLOP rate MFU was measured against
   std::map<std::string, double> eval;  // last evaluation (only when the run finished)
   int stopped_by = 0;                  // the non-zero value of options.stop, or 0
 };
+
+// Tokens a step trains on: batch_size x seq_len (facts: batch_size x 2).
+int64_t tokens_per_step(const TrainConfig& config);
+
+// FLOPs per trained token, 6 N + 12 L d T (nanoGPT's estimate) for a model of n_params.
+double flops_per_token(const TrainConfig& config, int64_t n_params);
+
+// The first steps of a call are warm-up (allocations, first-touch pages), left out of throughput.
+constexpr size_t kWarmupSteps = 2;
+
+// Mean of step_seconds past the warm-up steps (all of them when there are no more); 0 when empty.
+// The metrics' tokens_per_s and mfu are tokens_per_step over it.
+double mean_step_seconds(const std::vector<double>& step_seconds);
 
 // Trains `config` (validated) into options.out_dir. Throws UsageError for bad input found before
 // training (unwritable folder, an existing run without --resume, a checkpoint that does not match)

@@ -1,0 +1,35 @@
+// Which kernels the fast paths run. Every fast path of the library (the GEMMs and fused linear
+// layers, causal attention, LayerNorm, the fused AdamW step, the data-parallel backward) asks
+// reference_kernels() and, when it is true, runs its plain torch-ops reference instead, so that a
+// whole training run can be compared against torch's own ops. The environment variable
+// RECALL_KERNELS (`fast`, the default, or `reference`) is read once; tests override it in scope.
+#pragma once
+#include <string>
+
+namespace recall {
+
+enum class Kernels { kFast, kReference };
+
+// The kernels named by RECALL_KERNELS (unset or empty: fast). Throws UsageError naming the value
+// and the accepted ones when it is anything else.
+Kernels kernels_from_environment();
+
+// True when the fast paths must run their torch-ops references: a ScopedKernels override if one
+// is alive, else RECALL_KERNELS (read on the first call; a bad value counts as fast here, the CLI
+// refuses it at start through kernels_from_environment()).
+bool reference_kernels();
+
+// Overrides the environment for its lifetime, on every thread (the data-parallel workers too).
+// Not nestable across threads: meant for tests.
+class ScopedKernels {
+ public:
+  explicit ScopedKernels(Kernels kernels);
+  ~ScopedKernels();
+  ScopedKernels(const ScopedKernels&) = delete;
+  ScopedKernels& operator=(const ScopedKernels&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace recall
