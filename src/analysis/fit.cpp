@@ -87,21 +87,7 @@ int64_t FitConfig::parameters() const {
 }
 
 std::optional<StoreSpec> FitConfig::constructed_spec() const {
-  switch (kind.ffn) {
-    case FfnKind::kLinear:
-      return StoreSpec::parse("linear");
-    case FfnKind::kMlp:
-      if (kind.activation == Activation::kGelu || kind.activation == Activation::kSilu) break;
-      return StoreSpec::parse(to_string(kind.activation));
-    case FfnKind::kGlu:
-      if (kind.activation == Activation::kSilu) return StoreSpec::parse("swiglu");
-      break;
-    case FfnKind::kLearnedKv:
-      return StoreSpec::parse("softmax", std::sqrt(static_cast<double>(d_k)));
-    case FfnKind::kNone:
-      break;
-  }
-  return std::nullopt;
+  return written_store_spec(kind.ffn, kind.activation, std::sqrt(static_cast<double>(d_k)));
 }
 
 namespace {

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
+#include "recall/models/activation_cache.h"
 #include "recall/models/block.h"
 
 namespace recall {
@@ -44,30 +44,25 @@ struct HeadAccumulator {
   std::array<int64_t, kOffsets> hits{};
 };
 
-// Adds the statistics of one layer's heads at one sequence's queries.
-// q: (T, H, dh), k: (N + T, H, dh) with N learned memories first; scale: (H | 1, T).
-void add_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scale,
-               int64_t N, const Queries& queries, std::vector<HeadAccumulator>& acc) {
-  const int64_t P = static_cast<int64_t>(queries.t.size()), H = q.size(1);
+// Adds the statistics of one layer's heads at one sequence's queries, from the weights the model
+// itself computed (the activation cache): a (H, T, N + T), N learned memories first.
+void add_heads(const torch::Tensor& a_seq, int64_t N, const Queries& queries,
+               std::vector<HeadAccumulator>& acc) {
+  const int64_t P = static_cast<int64_t>(queries.t.size()), H = a_seq.size(0);
   if (P == 0) return;
   auto t = torch::tensor(queries.t, torch::kInt64);            // (P,)
   auto pair = torch::tensor(queries.pair, torch::kInt64) + N;  // (P,) key column of 2i
-  auto logits = torch::einsum("phd,shd->hps", {q.index_select(0, t), k}) *
-                scale.index_select(1, t).unsqueeze(-1);        // (H, P, N + T)
-  auto key_pos = torch::arange(k.size(0), torch::kInt64) - N;  // memories: < 0, always seen
-  auto visible = key_pos.unsqueeze(0) <= t.unsqueeze(1);       // (P, N + T) causal
-  auto a = torch::softmax(
-      logits.to(torch::kFloat64).masked_fill(~visible, -std::numeric_limits<double>::infinity()),
-      -1);                           // (H, P, N + T)
-  auto sum_sq = a.square().sum(-1);  // (H, P)
-  auto top = a.argmax(-1);           // (H, P)
+  auto a = a_seq.index_select(1, t).to(torch::kFloat64);       // (H, P, N + T)
+  auto top = a.argmax(-1);                                     // (H, P)
   for (int64_t o = 0; o < kOffsets; ++o) {
     // 2i + o <= 2 n <= t: the read position is always visible
-    auto col = pair + o;
-    auto a_read = a.gather(2, col.view({1, P, 1}).expand({H, P, 1})).squeeze(2);  // (H, P)
-    auto isr = ((sum_sq - a_read.square()).clamp_min(0).sqrt() / a_read).contiguous();
-    auto weight = a_read.sum(1);     // (H,)
-    auto hits = top.eq(col).sum(1);  // (H,)
+    auto col = (pair + o).view({1, P, 1}).expand({H, P, 1});
+    auto a_read = a.gather(2, col).squeeze(2);  // (H, P)
+    // the rest's norm from the other weights themselves: no cancellation when a_read ~ 1
+    auto a_rest = a.scatter(2, col, 0.0).square().sum(-1).sqrt();  // (H, P)
+    auto isr = (a_rest / a_read).contiguous();
+    auto weight = a_read.sum(1);          // (H,)
+    auto hits = top.eq(pair + o).sum(1);  // (H,)
     for (int64_t h = 0; h < H; ++h) {
       auto& s = acc[h];
       const double* p = isr[h].data_ptr<double>();
@@ -87,22 +82,13 @@ std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batc
   std::vector<std::vector<HeadAccumulator>> acc(L, std::vector<HeadAccumulator>(H));
   for (const Batch& b : set) {
     const auto queries = find_queries(b, pairs);
-    const int64_t T = b.x.size(1);
-    // the forward pass of TransformerImpl, reading each attention's queries and keys on the way
-    auto x = model->tok_emb(b.x);  // (B, T, D)
-    if (model->pos_emb) x = x + model->pos_emb->weight.narrow(0, 0, T);
+    ActivationCache cache;
+    model->forward(b.x, &cache);
     for (int64_t l = 0; l < L; ++l) {
-      auto& block = model->blocks[l];
-      auto& attn = *block->attn;
-      auto qkv = attn.project(block->norm1(x));  // q, k, v: (B, T, H, dh)
-      auto scale = attn.logit_scale(T, x.scalar_type());
-      const int64_t N = attn.options.mem_kv();
-      for (int64_t s = 0; s < b.x.size(0); ++s) {
-        auto k = qkv[1][s];  // (T, H, dh)
-        if (N > 0) k = torch::cat({attn.mem_k.transpose(0, 1), k}, 0);
-        add_heads(qkv[0][s], k, scale, N, queries[static_cast<size_t>(s)], acc[l]);
-      }
-      x = block->forward(x);
+      const auto& a = cache.at(fmt::format("blocks.{}.attn.weights", l));  // (B, H, T, N + T)
+      const int64_t N = a.size(3) - a.size(2);
+      for (int64_t s = 0; s < b.x.size(0); ++s)
+        add_heads(a[s], N, queries[static_cast<size_t>(s)], acc[l]);
     }
   }
   std::vector<HeadReport> out;

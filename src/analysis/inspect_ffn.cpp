@@ -77,32 +77,31 @@ FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn_store, int
     // unit queries see sharpness ||k_i||: the softmax store at beta = mean key norm
     const double beta = keys.norm(2, 2).mean().item<double>();
     r.theory_store = fmt::format("softmax(beta={:.3g})", beta);
-    r.theory = theory_capacity(StoreSpec::parse("softmax", beta), dh);
+    r.theory = theory_capacity(*written_store_spec(FfnKind::kLearnedKv, {}, beta), dh);
   } else {
     auto keys = ffn.keys();      // (N, D) first-layer rows (glu: the gate rows)
     auto values = ffn.values();  // (N, D) second-layer columns
     const int64_t D = keys.size(1);
     auto x = unit_rows(keys) * std::sqrt(static_cast<double>(D));  // (N, D) queries
     auto w = ffn.recall_weights(x);                                // (N, N) hidden activations
+    FfnKind kind = FfnKind::kLinear;
+    Activation activation = Activation::kRelu;
     if (auto* mlp = dynamic_cast<MlpStoreImpl*>(&ffn)) {
-      const Activation a = mlp->options.activation();
-      r.kind = feed_forward_name(FfnKind::kMlp, a);
-      r.theory_store = a == Activation::kSilu ? "n/a" : to_string(a);
+      kind = FfnKind::kMlp;
+      activation = mlp->options.activation();
     } else if (auto* glu = dynamic_cast<GluStoreImpl*>(&ffn)) {
-      r.kind = feed_forward_name(FfnKind::kGlu, glu->options.gate());
-      // with the silu gate and input weights equal to the gate weights: the swiglu store
-      r.theory_store = glu->options.gate() == Activation::kSilu ? "swiglu" : "n/a";
-    } else {
-      r.kind = "linear";
-      r.theory_store = "linear";
+      kind = FfnKind::kGlu;
+      activation = glu->options.gate();
     }
+    r.kind = feed_forward_name(kind, activation);
+    const auto spec = written_store_spec(kind, activation, 0.0);
+    const bool gelu = kind == FfnKind::kMlp && activation == Activation::kGelu;
+    r.theory_store = spec ? spec->name() : gelu ? "gelu" : "n/a";
+    if (spec) r.theory = theory_capacity(*spec, D);
+    if (gelu) r.theory = gelu_capacity(D);  // no written gelu store: the theory by quadrature
     acc.add(keys, w, values);
     r.keys = keys.size(0);
     r.dim = D;
-    if (r.theory_store == "gelu")
-      r.theory = gelu_capacity(D);
-    else if (r.theory_store != "n/a")
-      r.theory = theory_capacity(StoreSpec::parse(r.theory_store), D);
   }
   r.isr = summarize(acc.isr);
   int64_t below = 0;

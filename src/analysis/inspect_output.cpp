@@ -26,7 +26,8 @@ std::string inspect_table(const InspectResult& r) {
   std::string out = fmt::format(
       "checkpoint {} (step {}): d_model {}, {} layers x {} heads, ffn {}, trained at seq_len {} "
       "with rule {}\n",
-      r.checkpoint, r.step, m.d_model, m.n_layers, m.n_heads, to_string(m.ffn), m.seq_len,
+      r.checkpoint, r.step, m.d_model, m.n_layers, m.n_heads,
+      m.ffn == FfnKind::kNone ? "none" : feed_forward_name(m.ffn, m.activation), m.seq_len,
       to_string(m.attn_rule));
   if (!r.ffn.empty()) {
     out +=
@@ -37,10 +38,10 @@ std::string inspect_table(const InspectResult& r) {
     for (const auto& f : r.ffn)
       out += fmt::format(
           "{:>5} {:<12} {:>6} {:>5} {:>9.4g} {:>9.4g} {:>9.4g} {:>8.3f} {:>8.3f} {:>8.3f} "
-          "{:>10.4g}  "
-          "({})\n",
+          "{:>10}  ({})\n",
           f.layer, f.kind, f.keys, f.dim, f.isr.median, f.isr.p10, f.isr.p90, f.recalled,
-          f.coherence_mean, f.coherence_max, f.theory.value_or(0.0), f.theory_store);
+          f.coherence_mean, f.coherence_max,
+          f.theory ? fmt::format("{:.4g}", *f.theory) : std::string("n/a"), f.theory_store);
   }
   if (r.attention.empty()) return out;
   // the lengths in the order inspected (every rule holds the same ones)

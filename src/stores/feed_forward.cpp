@@ -71,4 +71,22 @@ std::pair<FfnKind, Activation> feed_forward_from_name(const std::string& name) {
       fmt::format("kind '{}' is unknown: use one of {} (swiglu = glu-silu)", name, accepted));
 }
 
+std::optional<StoreSpec> written_store_spec(FfnKind kind, Activation activation, double beta) {
+  switch (kind) {
+    case FfnKind::kLinear:
+      return StoreSpec::parse("linear");
+    case FfnKind::kMlp:
+      if (activation == Activation::kGelu || activation == Activation::kSilu) break;
+      return StoreSpec::parse(to_string(activation));
+    case FfnKind::kGlu:
+      if (activation == Activation::kSilu) return StoreSpec::parse("swiglu");
+      break;
+    case FfnKind::kLearnedKv:
+      return StoreSpec::parse("softmax", beta);
+    case FfnKind::kNone:
+      break;
+  }
+  return std::nullopt;
+}
+
 }  // namespace recall

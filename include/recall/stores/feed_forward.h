@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 
 #include "recall/stores/activation.h"
 #include "recall/stores/store.h"
@@ -43,5 +44,11 @@ std::pair<FfnKind, Activation> feed_forward_from_name(const std::string& name);
 // Every name: linear, mlp-relu, mlp-relu2, mlp-relu3, mlp-gelu, glu-silu, glu-relu, glu-relu2,
 // glu-gelu, learned_kv.
 std::vector<std::string> feed_forward_names();
+
+// The written store with the weight function of a learned store of this kind, whose random-key
+// theory the learned one is compared with: linear -> linear (outer-product weights k . x),
+// mlp-relu<p> -> relu<p>, glu-silu -> swiglu (gate and input weights equal), learned_kv -> softmax
+// at sharpness `beta` (the learned keys' norm decides it). None for gelu and the other gates.
+std::optional<StoreSpec> written_store_spec(FfnKind kind, Activation activation, double beta);
 
 }  // namespace recall
