@@ -7,6 +7,7 @@
 #include "recall/core/error.h"
 #include "recall/stores/delta.h"
 #include "recall/stores/glu.h"
+#include "recall/stores/init.h"
 #include "recall/stores/least_squares.h"
 #include "recall/stores/linear.h"
 #include "recall/stores/mlp.h"
@@ -166,6 +167,25 @@ void append_rows(torch::Tensor& state, const torch::Tensor& rows, int64_t dim) {
   auto r = rows.detach();
   // set_data keeps the registered tensor (the module's entry) and gives it the longer contents
   state.set_data(state.size(dim) == 0 ? r.clone() : torch::cat({state.detach(), r}, dim));
+}
+
+void register_two_layer(torch::nn::Module& module, torch::nn::Linear& w1, torch::nn::Linear& w2,
+                        int64_t d_model, int64_t hidden, int64_t d_out, bool bias) {
+  const int64_t out = d_out > 0 ? d_out : d_model;
+  check_dims(d_model, out);
+  check_arg(hidden >= 0, fmt::format("hidden = {}: must be >= 0", hidden));
+  w1 = module.register_module("w1", make_linear(d_model, hidden, bias));
+  w2 = module.register_module("w2", make_linear(hidden, out, bias));
+}
+
+void write_two_layer(torch::nn::Linear& w1, torch::nn::Linear& w2, bool bias,
+                     const torch::Tensor& keys, const torch::Tensor& values,
+                     const std::vector<torch::nn::Linear*>& also_keys) {
+  check_arg(!bias, "write: a store with biases cannot be written");
+  check_write(w1->weight, keys, values, w1->weight.size(1), w2->weight.size(0));
+  append_rows(w1->weight, keys);
+  for (auto* w : also_keys) append_rows((*w)->weight, keys);
+  append_rows(w2->weight, values.t(), 1);
 }
 
 }  // namespace detail

@@ -93,6 +93,16 @@ void check_write(const torch::Tensor& stored, const torch::Tensor& keys,
 // Appends rows (dim 0) or columns (dim 1) to a registered buffer or parameter in place (the module
 // keeps the same tensor, now longer); an empty one takes the dtype of `rows`.
 void append_rows(torch::Tensor& state, const torch::Tensor& rows, int64_t dim = 0);
+// The two-layer stores (linear, mlp, glu): hidden unit i is memory i, key the row i of W1
+// (N, d_model), value the column i of W2 (d_out, N). Registers "w1" and "w2" on `module` (d_out =
+// 0: d_model) after checking the sizes.
+void register_two_layer(torch::nn::Module& module, torch::nn::Linear& w1, torch::nn::Linear& w2,
+                        int64_t d_model, int64_t hidden, int64_t d_out, bool bias);
+// Appends memories as hidden units: keys (M, d_model) to W1's rows (and to those of each of
+// `also_keys`, the glu's input weights), values (M, d_out) to W2's columns. Refused with biases.
+void write_two_layer(torch::nn::Linear& w1, torch::nn::Linear& w2, bool bias,
+                     const torch::Tensor& keys, const torch::Tensor& values,
+                     const std::vector<torch::nn::Linear*>& also_keys = {});
 }  // namespace detail
 
 }  // namespace recall
