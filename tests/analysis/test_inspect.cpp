@@ -7,6 +7,7 @@
 
 #include "analysis/inspect_test_util.h"
 #include "recall/analysis/inspect.h"
+#include "recall/models/block.h"
 #include "recall/stores/feed_forward.h"
 #include "recall/stores/theory.h"
 #include "train_test_util.h"
@@ -107,6 +108,29 @@ TEST(InspectFfn, LearnedKvSlotsMatchSoftmaxStorePerHead) {
   EXPECT_EQ(r.kind, "learned_kv");
   EXPECT_EQ(r.keys, H * S);
   EXPECT_EQ(r.dim, D / H);
+}
+
+TEST(InspectFfn, EveryFeedForwardKindIsReadThroughTheStoreApi) {
+  for (const auto& name : feed_forward_names()) {
+    ModelConfig c;
+    c.vocab_size = 16;
+    c.d_model = 16;
+    c.n_layers = 1;
+    c.n_heads = 2;
+    c.seq_len = 8;
+    std::tie(c.ffn, c.activation) = feed_forward_from_name(name);
+    c.ffn_mult = 2;
+    c.ffn_slots = 8;
+    torch::manual_seed(3);
+    Transformer model(c);
+    const FfnStoreReport r = inspect_feed_forward(model->blocks[0]->ffn, 0);
+    EXPECT_EQ(r.kind, name);
+    EXPECT_EQ(r.keys, c.ffn == FfnKind::kLearnedKv ? 2 * 8 : 2 * 16) << name;
+    EXPECT_TRUE(std::isfinite(r.isr.median) && r.isr.median > 0) << name;
+    // a theory wherever the kind has a written store (or, for gelu, a quadrature)
+    const bool theory = name != "glu-relu" && name != "glu-relu2" && name != "glu-gelu";
+    EXPECT_EQ(r.theory.has_value(), theory) << name;
+  }
 }
 
 TEST(InspectModel, TrainedMqarHasRecallingHead) {
