@@ -30,7 +30,8 @@ void expect_matches_naive(FeedForwardOptions options, const std::string& what) {
   if (options.kind() != FfnKind::kLearnedKv) {
     auto w = f->recall_weights(x);  // (B, T, N)
     ASSERT_EQ(w.size(-1), f->size()) << what;
-    auto b2 = module->named_parameters(true).find("w2.bias");
+    const auto params = module->named_parameters(true);  // find() points into it
+    auto b2 = params.find("w2.bias");
     auto via = w.matmul(f->values()) + (b2 ? *b2 : torch::zeros({}, torch::kFloat64));
     EXPECT_LT((via - fast).abs().max().item<double>(), 1e-12) << what;
   } else {
