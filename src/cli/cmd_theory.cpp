@@ -16,7 +16,7 @@ void add_theory(CLI::App& root, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
-      root.add_subcommand("theory", "exact theory capacity of every store (SPEC section 3)");
+      root.add_subcommand("theory", "exact theory capacity of every store (docs/science.md §3)");
   cmd->add_option("--dk", o->d_k, "key dimension")
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));

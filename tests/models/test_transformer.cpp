@@ -53,7 +53,7 @@ TEST(ModelTransformer, BenchShapeHasThePeersParameterCount) {
   c.norm = NormKind::kLayerNorm;
   c.bias = true;
   Transformer model(c);
-  EXPECT_EQ(model->num_parameters(), 850688);  // shared/bench/peer_gpt.py
+  EXPECT_EQ(model->num_parameters(), 850688);  // scripts/peer_gpt.py
   auto logits = model(torch::randint(0, 96, {2, 10}));
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 10, 96}));
 }

@@ -18,7 +18,7 @@ torch::Tensor unit_rows(int64_t n, int64_t d, torch::ScalarType dtype, int seed)
   return x / x.norm(2, 1, true);
 }
 
-// f(x) = sum_i w_i(x) v_i with w from the SPEC's table, one memory at a time.
+// f(x) = sum_i w_i(x) v_i with w from docs/science.md §1, one memory at a time.
 torch::Tensor naive_recall(const StoreSpec& spec, const torch::Tensor& K, const torch::Tensor& V,
                            const torch::Tensor& X) {
   auto out = torch::zeros({X.size(0), V.size(1)}, X.options());

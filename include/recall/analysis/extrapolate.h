@@ -1,4 +1,4 @@
-// Length extrapolation (SPEC sections 4, 6): does a beta that grows with log M keep recall at
+// Length extrapolation (docs/science.md §4, §6): does a beta that grows with log M keep recall at
 // longer contexts in a trained model? Either trains one model per beta rule (and seed) from a
 // config, each evaluated under its own rule, or takes checkpoints, evaluated under their trained
 // rule or rules applied at evaluation; accuracy at multiples of the training length.

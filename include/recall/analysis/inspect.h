@@ -1,11 +1,11 @@
-// A trained model's layers as memory stores (SPEC section 5, issue 5).
+// A trained model's layers as memory stores (docs/science.md §5).
 //
 // Feed-forward layers: keys are the first-layer rows (swiglu: the gate rows; learned_kv: the slot
 // keys of each head), values the second-layer columns (learned_kv: the slot values). Each key k_j
 // is queried as x_j = sqrt(d) k_j / ||k_j|| (the norm of an RMS-normalised input of dimension d)
 // through the layer's own weights w(x) (mlp: sigma(W1 x + b1); swiglu: silu(W1 x) * (W3 x);
 // learned_kv: softmax over the slots of q . k_i / sqrt(d_head), q = x_j), and
-//   ISR_j = || sum_{i != j} w_i(x_j) v_i || / || w_j(x_j) v_j ||   (SPEC section 2).
+//   ISR_j = || sum_{i != j} w_i(x_j) v_i || / || w_j(x_j) v_j ||   (docs/science.md §2).
 //
 // Attention heads, on mqar prompts: at a scored query position t, whose key token sits in the
 // context at position 2i (its value at 2i + 1), a head that recalls reads one position of the

@@ -1,4 +1,4 @@
-// The capacity probe (SPEC section 2): keys and values uniform on the unit sphere, queries are
+// The capacity probe (docs/science.md §2): keys and values uniform on the unit sphere, queries are
 // stored keys, and for each store and number of memories M the interference-to-signal ratio
 //   ISR_j = || sum_{i != j} w_i(k_j) v_i || / || w_j(k_j) v_j ||
 // is measured over queries and trials. Memories are generated in a seeded stream and consumed once:

@@ -1,5 +1,5 @@
 // recall report: the essay's reproduction and the trained-model experiments at toy size, in one
-// Markdown report with PNG plots (issue 5):
+// Markdown report with PNG plots:
 //   1. theory capacities of the random stores at d_k = 64, beta = 8, beside the essay's figures;
 //   2. the probe: measured capacities beside theory, and the sharpness rules' ISR (probe.png);
 //   3. mqar-tiny trained under each beta rule, accuracy at 1x .. 16x its length (extrapolate.png);

@@ -1,4 +1,4 @@
-// The transformer built from memory stores (SPEC section 5): decoder-only, pre-norm,
+// The transformer built from memory stores (docs/science.md §5): decoder-only, pre-norm,
 //   x = embed(idx) [+ learned positions]
 //   for each block: x = x + attn(norm1(x)); x = x + ffn(norm2(x))
 //   logits = head(norm_f(x))

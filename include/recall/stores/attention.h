@@ -1,4 +1,4 @@
-// Causal multi-head softmax attention: a softmax store over the context (SPEC sections 4, 5).
+// Causal multi-head softmax attention: a softmax store over the context (docs/science.md §4, §5).
 // For query position t the logits are
 //   q_t . k_s / sqrt(d_head) * beta(M) / beta_0,   M = t + 1, L = seq_len,
 // with beta(M) / beta_0 from the layer's rule (rule none is standard attention). ssmax learns the

@@ -1,5 +1,5 @@
-// Sharpness rules for softmax stores (SPEC section 4). Each rule sets the logit scale beta for a
-// query that sees M memories, relative to the base beta_0 at a reference length L:
+// Sharpness rules for softmax stores (docs/science.md §4). Each rule sets the logit scale beta for
+// a query that sees M memories, relative to the base beta_0 at a reference length L:
 //   none : beta_0
 //   su   : beta_0 * ln M / ln L                       (entropy invariance)
 //   qwen : beta_0 * max(1, ln M / ln L)               (LogN-Scaling)

@@ -1,4 +1,4 @@
-// The feed-forward sublayer of a block is a learned memory store (SPEC section 5), one of
+// The feed-forward sublayer of a block is a learned memory store (docs/science.md §5), one of
 //   linear     : W2 W1 x (linear.h)
 //   mlp        : W2 sigma(W1 x), sigma = activation in relu, relu2, relu3, gelu (mlp.h)
 //   glu        : W2 (gate(W1 x) * W3 x), gate = activation; silu is SwiGLU (glu.h)

@@ -1,5 +1,5 @@
-// Memory stores (SPEC section 1). A store holds M memories, keys K (M, d_k) and values V (M, d_v),
-// and recalls for queries X (Q, d_k)
+// Memory stores (docs/science.md §1). A store holds M memories, keys K (M, d_k) and values V (M,
+// d_v), and recalls for queries X (Q, d_k)
 //   f(X) = W(X) V,   W(X): (Q, M) recall weights
 // Every store here is a torch module implementing this interface; make_store builds a written one
 // by name, make_feed_forward (feed_forward.h) a learned one by kind.

@@ -1,7 +1,7 @@
-// Exact theory of interference (SPEC section 3). For keys uniform on the unit sphere in R^d, the
-// similarity s = k_i . k_j of two independent keys has density proportional to (1 - s^2)^((d-3)/2)
-// on (-1, 1). With random unit values the cross terms vanish in expectation, so a weight-function
-// store has
+// Exact theory of interference (docs/science.md §3). For keys uniform on the unit sphere in R^d,
+// the similarity s = k_i . k_j of two independent keys has density proportional to (1 -
+// s^2)^((d-3)/2) on (-1, 1). With random unit values the cross terms vanish in expectation, so a
+// weight-function store has
 //   E[ISR^2] = (M - 1) E[sigma(s)^2] / sigma(1)^2,   capacity = 1 + sigma(1)^2 / E[sigma(s)^2].
 // Least squares: E[ISR^2] = 0 for M <= d and M/d - 1 above (exact for Gaussian keys), capacity 2d.
 #pragma once

@@ -1,4 +1,4 @@
-// Recall weight functions (SPEC section 1). A weight-function store recalls
+// Recall weight functions (docs/science.md §1). A weight-function store recalls
 //   f(x) = sum_i sigma(k_i . x) v_i
 // and each kind below is one sigma. These are the same functions as an MLP's activation (relu,
 // relu^p, swiglu with shared gate and input) and softmax attention's unnormalised weight exp(beta

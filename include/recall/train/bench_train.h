@@ -1,6 +1,6 @@
 // Training-throughput benchmark (`recall bench train`): runs train() -- the very loop `recall
 // train` runs -- on a config in a temporary folder and reports its own step timings, to compare
-// against the PyTorch peer (shared/bench/peer_gpt.py). The first kWarmupSteps steps are warm-up
+// against the PyTorch peer (scripts/peer_gpt.py). The first kWarmupSteps steps are warm-up
 // and left out; evaluation and the checkpoint come after the last step, outside the timings.
 // MFU counts (6 N + 12 L d T) FLOPs per token (nanoGPT's estimate) against the fp32 GEMM rate the
 // trainer measured in the same process, as the peer does.

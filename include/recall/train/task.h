@@ -1,4 +1,4 @@
-// Training tasks (SPEC section 6). A task makes batches of token sequences with a mask of the
+// Training tasks (docs/science.md §6). A task makes batches of token sequences with a mask of the
 // positions that are scored; the trainer minimises cross-entropy on those positions only.
 #pragma once
 #include <torch/torch.h>
