@@ -279,7 +279,7 @@ int run_sweep(const Args& args) {
   size_t next = 0;
   int stopping = 0;
   std::vector<std::string> failures;
-  while (next < todo.size() || !running.empty()) {
+  while ((!stopping && next < todo.size()) || !running.empty()) {
     while (!stopping && static_cast<int64_t>(running.size()) < jobs && next < todo.size()) {
       const size_t i = todo[next++];
       const Point& p = points[i];

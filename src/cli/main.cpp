@@ -26,7 +26,9 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
       if (opt && opt->get_expected_min() > 0 && word.find('=') == std::string::npos) ++i;
       continue;
     }
-    return app.get_subcommand_no_throw(word) ? "" : word;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      if (sub->check_name(word)) return "";
+    return word;
   }
   return "";
 }

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
+struct CliResult {
   int code = -1;
   std::string out, err;
 };
@@ -32,7 +32,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // Runs `[env] recall args` in a shell; stdout and stderr captured in files of this test's own.
-Run recall(const std::string& args, const std::string& env = "") {
+CliResult recall(const std::string& args, const std::string& env = "") {
   static int n = 0;
   const fs::path dir =
       fs::temp_directory_path() / ("recall_interop_io_" + std::to_string(getpid()));
@@ -61,17 +61,17 @@ const std::string kTiny =
 }  // namespace
 
 TEST(Conventions, VersionUnknownCommandAndHelp) {
-  const Run v = recall("--version");
+  const CliResult v = recall("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out.rfind("recall ", 0), 0u) << v.out;
-  const Run u = recall("trian --config x");
+  const CliResult u = recall("trian --config x");
   EXPECT_EQ(u.code, 2);
   EXPECT_NE(u.err.find("unknown command 'trian'"), std::string::npos) << u.err;
   EXPECT_NE(u.err.find("train"), std::string::npos) << "the commands are listed: " << u.err;
   // Help names no internal documents.
   for (const char* cmd : {"", "theory", "probe", "bench", "train", "eval", "sample", "fit",
                           "inspect", "extrapolate", "report", "export", "sweep", "plot"}) {
-    const Run h = recall(std::string(cmd) + " --help");
+    const CliResult h = recall(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     for (const char* word : {"docs/", ".md", "SPEC", "issue", "shared/"})
       EXPECT_EQ(h.out.find(word), std::string::npos) << cmd << " --help names " << word;
@@ -79,46 +79,46 @@ TEST(Conventions, VersionUnknownCommandAndHelp) {
 }
 
 TEST(Conventions, DashIsStdoutAndTablesMakeWay) {
-  const Run theory = recall("theory --json -");
+  const CliResult theory = recall("theory --json -");
   ASSERT_EQ(theory.code, 0) << theory.err;
   EXPECT_EQ(nlohmann::json::parse(theory.out)["d_k"], 64);
   const std::string probe = "probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules ";
-  const Run json = recall(probe + "--json -");
+  const CliResult json = recall(probe + "--json -");
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out)["stores"][0]["store"], "relu");
-  const Run csv = recall(probe + "--csv -");
+  const CliResult csv = recall(probe + "--csv -");
   ASSERT_EQ(csv.code, 0) << csv.err;
   EXPECT_EQ(csv.out.find("capacity"), std::string::npos) << "no table beside the CSV";
   EXPECT_GE(std::count(csv.out.begin(), csv.out.end(), '\n'), 3) << csv.out;
-  const Run fit = recall("fit --kind linear --width 4 --dk 4 --steps 20 --json -");
+  const CliResult fit = recall("fit --kind linear --width 4 --dk 4 --steps 20 --json -");
   ASSERT_EQ(fit.code, 0) << fit.err;
   EXPECT_TRUE(nlohmann::json::parse(fit.out).is_object());
 }
 
 TEST(Conventions, QuietAndThreadsFromTheEnvironment) {
   const std::string probe = "bench probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules";
-  const Run omp = recall(probe, "OMP_NUM_THREADS=3");
+  const CliResult omp = recall(probe, "OMP_NUM_THREADS=3");
   ASSERT_EQ(omp.code, 0) << omp.err;
   EXPECT_EQ(nlohmann::json::parse(omp.out)["threads"], 3);
-  const Run flag = recall(probe + " --threads 1", "OMP_NUM_THREADS=3");
+  const CliResult flag = recall(probe + " --threads 1", "OMP_NUM_THREADS=3");
   ASSERT_EQ(flag.code, 0) << flag.err;
   EXPECT_EQ(nlohmann::json::parse(flag.out)["threads"], 1) << "--threads wins";
-  const Run quiet = recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8");
+  const CliResult quiet = recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8");
   ASSERT_EQ(quiet.code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
 }
 
 TEST(Conventions, TrainWritesDataAloneOnStdout) {
   const fs::path dir = fresh("recall_interop_train");
-  const Run t =
+  const CliResult t =
       recall("train " + kTiny + " --set steps=10 --out " + (dir / "run").string() + " --threads 1");
   ASSERT_EQ(t.code, 0) << t.err;
   const auto j = nlohmann::json::parse(t.out);  // one JSON line and nothing else
   EXPECT_EQ(j["step"], 10);
   EXPECT_NE(t.err.find("# resolved config"), std::string::npos);
   EXPECT_NE(slurp(dir / "run" / "config.toml").find("d_model = 16"), std::string::npos);
-  const Run q = recall("--quiet train " + kTiny + " --set steps=10 --out " +
-                       (dir / "quiet").string() + " --threads 1");
+  const CliResult q = recall("--quiet train " + kTiny + " --set steps=10 --out " +
+                             (dir / "quiet").string() + " --threads 1");
   ASSERT_EQ(q.code, 0) << q.err;
   EXPECT_EQ(q.err, "");
 }
@@ -127,8 +127,9 @@ TEST(Sample, SeveralSamplesTopKAndGreedy) {
   const fs::path dir = fresh("recall_interop_sample");
   const std::string run = (dir / "run").string();
   ASSERT_EQ(recall("train " + kTiny + " --set steps=20 --out " + run + " --threads 1").code, 0);
-  const Run s = recall("sample --checkpoint " + run +
-                       " --prompt '1 2 3' --tokens 40 --samples 3 --top-k 4 --temperature 0.8");
+  const CliResult s =
+      recall("sample --checkpoint " + run +
+             " --prompt '1 2 3' --tokens 40 --samples 3 --top-k 4 --temperature 0.8");
   ASSERT_EQ(s.code, 0) << s.err;
   std::istringstream lines(s.out);
   std::vector<std::string> rows;
@@ -138,9 +139,9 @@ TEST(Sample, SeveralSamplesTopKAndGreedy) {
     EXPECT_EQ(r.rfind("1 2 3 ", 0), 0u) << r;
     EXPECT_EQ(std::count(r.begin(), r.end(), ' '), 3 + 40 - 1) << r;  // 43 ids, past seq_len 32
   }
-  const Run g = recall("sample --checkpoint " + run +
-                       " --prompt '1 2 3' --tokens 40 "
-                       "--samples 2 --temperature 0");
+  const CliResult g = recall("sample --checkpoint " + run +
+                             " --prompt '1 2 3' --tokens 40 "
+                             "--samples 2 --temperature 0");
   ASSERT_EQ(g.code, 0) << g.err;
   const auto nl = g.out.find('\n');
   EXPECT_EQ(g.out.substr(0, nl + 1), g.out.substr(nl + 1)) << "greedy samples agree";
@@ -158,11 +159,11 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const fs::path dir = fresh("recall_interop_export");
   const std::string run = (dir / "run").string(), out = (dir / "exported").string();
   ASSERT_EQ(recall("train " + kTiny + " --set steps=5 --out " + run + " --threads 1").code, 0);
-  const Run e = recall("export --checkpoint " + run + " --out " + out);
+  const CliResult e = recall("export --checkpoint " + run + " --out " + out);
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_EQ(e.out, "");
   EXPECT_EQ(nlohmann::json::parse(slurp(dir / "exported" / "config.json"))["model"]["d_model"], 16);
-  const Run bad = recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
+  const CliResult bad = recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
   const std::string python = python_with_torch();
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
@@ -205,7 +206,7 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   const fs::path dir = fresh("recall_interop_sweep");
   const fs::path out = dir / "sweep";
   std::vector<std::string> args =
-      split("--threads 1 sweep " + kTiny + " --set steps=1500 --grid lr=1e-3,2e-3,3e-3 --out " +
+      split("--threads 1 sweep " + kTiny + " --set steps=1000 --grid lr=1e-3,2e-3,3e-3 --out " +
             out.string());
   const pid_t pid = start(args, dir / "first.log");
   // Interrupt while the second run trains: the first is finished, the third not started.
@@ -224,22 +225,22 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   ASSERT_EQ(summary["runs"].size(), 3u);
   EXPECT_EQ(summary["runs"][0]["status"], "finished");
   EXPECT_EQ(summary["runs"][1]["status"], "interrupted") << slurp(dir / "first.log");
-  EXPECT_LT(summary["runs"][1]["step"].get<int>(), 1500);
+  EXPECT_LT(summary["runs"][1]["step"].get<int>(), 1000);
   EXPECT_EQ(summary["runs"][2]["status"], "pending");
   const auto first_log = fs::file_size(out / "lr=1e-3" / "train.log");
 
-  const Run resumed = recall([&] {
+  const CliResult resumed = recall([&] {
     std::string a;
     for (const auto& w : args) a += w + " ";
     return a;
   }());
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_EQ(fs::file_size(out / "lr=1e-3" / "train.log"), first_log) << "the finished run is kept";
-  EXPECT_NE(slurp(out / "lr=2e-3" / "train.log").find("step 1500/1500"), std::string::npos);
+  EXPECT_NE(slurp(out / "lr=2e-3" / "train.log").find("step 1000/1000"), std::string::npos);
   summary = nlohmann::json::parse(slurp(out / "summary.json"));
   for (const auto& r : summary["runs"]) {
     EXPECT_EQ(r["status"], "finished") << r.dump();
-    EXPECT_EQ(r["step"], 1500);
+    EXPECT_EQ(r["step"], 1000);
     EXPECT_TRUE(r["eval"].contains("accuracy")) << r.dump();
     EXPECT_GT(r["tokens_per_s"].get<double>(), 0);
   }
@@ -253,20 +254,21 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
     EXPECT_EQ(j["step"].get<int64_t>(), last + 5) << line;
     last = j["step"];
   }
-  EXPECT_EQ(last, 1500);
+  EXPECT_EQ(last, 1000);
   EXPECT_EQ(resumed.out, slurp(out / "summary.csv"));
   EXPECT_EQ(resumed.out.substr(0, resumed.out.find('\n')),
             "run,lr,status,step,loss,tokens_per_s,eval_accuracy,eval_loss");
 
-  const Run plot = recall("plot " + out.string() + " --out " + (dir / "curves.svg").string());
+  const CliResult plot = recall("plot " + out.string() + " --out " + (dir / "curves.svg").string());
   ASSERT_EQ(plot.code, 0) << plot.err;
   const std::string svg = slurp(dir / "curves.svg");
   for (const char* name :
        {"lr=1e-3", "lr=2e-3", "lr=3e-3", "training loss", "eval accuracy", "learning rate"})
     EXPECT_NE(svg.find(name), std::string::npos) << name;
-  const Run other = recall("sweep " + kTiny + " --grid lr=1e-2 --out " + out.string());
+  const CliResult other = recall("sweep " + kTiny + " --grid lr=1e-2 --out " + out.string());
   EXPECT_EQ(other.code, 2) << "a folder holding another sweep is refused";
-  const Run bad = recall("sweep " + kTiny + " --grid nosuchkey=1,2 --out " + (dir / "b").string());
+  const CliResult bad =
+      recall("sweep " + kTiny + " --grid nosuchkey=1,2 --out " + (dir / "b").string());
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("nosuchkey"), std::string::npos) << bad.err;
 }
