@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
                  "and the cgroup quota)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", recall::cli::quiet(), "no progress or notes on stderr");
-  app.set_version_flag("--version", "recall " RECALL_VERSION);
+  app.set_version_flag("--version", [] {
+    return fmt::format("recall {} (default threads here: {})", RECALL_VERSION,
+                       recall::default_threads());
+  });
 
   recall::cli::Action action;
   recall::cli::add_theory(app, action);
