@@ -101,7 +101,7 @@ TEST(Conventions, QuietAndThreadsFromTheEnvironment) {
   EXPECT_NE(omp.out.find("default threads here: 3)"), std::string::npos) << omp.out;
   const CliResult five = recall("--version", "OMP_NUM_THREADS=5");
   EXPECT_NE(five.out.find("default threads here: 5)"), std::string::npos) << five.out;
-  const CliResult quiet = recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8");
+  const CliResult quiet = recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules");
   ASSERT_EQ(quiet.code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
 }
@@ -255,7 +255,7 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   EXPECT_EQ(last, 1000);
   EXPECT_EQ(resumed.out, slurp(out / "summary.csv"));
   EXPECT_EQ(resumed.out.substr(0, resumed.out.find('\n')),
-            "run,lr,status,step,loss,tokens_per_s,eval_accuracy,eval_loss");
+            "run,lr,status,step,loss,tokens_per_s,eval_accuracy,eval_loss,eval_scored");
 
   const CliResult plot = recall("plot " + out.string() + " --out " + (dir / "curves.svg").string());
   ASSERT_EQ(plot.code, 0) << plot.err;
