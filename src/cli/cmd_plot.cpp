@@ -102,12 +102,13 @@ void write_curves_plot(const std::vector<Curves>& runs, const std::string& path)
                                      "plot [0:1] -1 notitle\nunset label\n")
                                : "plot " + items + "\n";
         };
-        return "set multiplot layout 1,3\nset xlabel 'step'\nset grid\nset key top right\n"
+        return "set multiplot layout 1,3\nset xlabel 'step'\nset xrange [0:*]\nset grid\nset key "
+               "top right\n"
                "set title 'training loss'\nset logscale y\n" +
                panel(2, 0, false, "lines lw 1.5") +
                "unset logscale y\nset title 'eval accuracy'\nset yrange [0:1.02]\n" +
                panel(2, 1, true, "linespoints lw 1.5 pt 7 ps 0.5") +
-               "set autoscale y\nset title 'learning rate'\nset format y '%.0e'\n" +
+               "set autoscale y\nset title 'learning rate'\nset format y '%.1e'\n" +
                panel(3, 0, false, "lines lw 1.5") + "unset multiplot\n";
       },
       1800, 560);
