@@ -13,7 +13,7 @@ namespace recall::cli {
 
 void add_inspect(CLI::App& root, Action& action) {
   struct Opts {
-    std::string checkpoint, json, plot;
+    std::string checkpoint, json, plot, device = "cpu";
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
     int64_t batches = 2;
@@ -31,6 +31,7 @@ void add_inspect(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
+  add_device_option(cmd, o->device);
   cmd->callback([o, &action] {
     InspectConfig config;
     config.lengths = o->lengths;
@@ -47,7 +48,7 @@ void add_inspect(CLI::App& root, Action& action) {
     if (!o->json.empty()) check_output_path("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o, config] {
-      Restored restored = restore(o->checkpoint);
+      Restored restored = restore(o->checkpoint, parse_device(o->device));
       const InspectResult r = inspect(restored, config, o->checkpoint);
       std::fputs(inspect_table(r).c_str(), stdout);
       if (!o->json.empty()) write_file_atomic(o->json, inspect_json(r));

@@ -9,7 +9,7 @@ namespace recall::cli {
 
 void add_sample(CLI::App& root, Action& action) {
   struct Args {
-    std::string checkpoint, prompt;
+    std::string checkpoint, prompt, device = "cpu";
     int64_t tokens = 200, seed = 0;
     double temperature = 1.0;
   };
@@ -21,9 +21,11 @@ void add_sample(CLI::App& root, Action& action) {
   cmd->add_option("--temperature", args->temperature, "0 picks the most likely token")
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--seed", args->seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  add_device_option(cmd, args->device);
   cmd->callback([args, &action] {
     action = [args] {
-      Restored r = restore(args->checkpoint);
+      const torch::Device device = parse_device(args->device);
+      Restored r = restore(args->checkpoint, device);
       // sampling needs only the vocabulary, not the corpus
       auto task = r.config.task.kind == TaskKind::kText
                       ? std::make_unique<TextTask>(r.config.task.text_units, r.vocabulary)
@@ -36,8 +38,11 @@ void add_sample(CLI::App& root, Action& action) {
       const auto ctx = static_cast<size_t>(r.config.model.seq_len);
       for (int64_t i = 0; i < args->tokens; ++i) {
         const size_t from = ids.size() > ctx ? ids.size() - ctx : 0;
-        auto x = torch::tensor(std::vector<int64_t>(ids.begin() + from, ids.end())).unsqueeze(0);
-        auto logits = r.model->forward(x).select(1, -1).squeeze(0).to(torch::kDouble);
+        auto x = torch::tensor(std::vector<int64_t>(ids.begin() + from, ids.end()))
+                     .unsqueeze(0)
+                     .to(device);
+        // drawn on the CPU: the same seed picks the same tokens on every device
+        auto logits = r.model->forward(x).select(1, -1).squeeze(0).to(torch::kCPU, torch::kDouble);
         const int64_t next =
             args->temperature == 0
                 ? logits.argmax().item<int64_t>()

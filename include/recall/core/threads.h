@@ -5,6 +5,4 @@ namespace recall {
 // Sets torch's intra-op threads; n <= 0 means all cores. Torch here defaults to 1 thread.
 // Returns the number set.
 int set_threads(int n);
-// Parses --device (cpu | cuda); throws UsageError when cuda is asked for and not available.
-std::string check_device(const std::string& device);
 }  // namespace recall
