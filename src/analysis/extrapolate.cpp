@@ -54,6 +54,7 @@ std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig
     o.reuse = true;
     o.progress = config.progress;
     o.print_config = false;
+    o.device = config.device;
     if (config.progress)
       fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
                  fs::exists(fs::path(dir) / "checkpoint.bin") ? "resuming or reusing" : "training",
@@ -77,7 +78,7 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
   }
   std::vector<ExtrapolatePoint> out;
   for (const std::string& path : paths) {
-    Restored r = restore(path);
+    Restored r = restore(path, config.device);
     const ModelConfig& mc = r.config.model;
     for (int64_t m : config.lengths)
       if (mc.pos == PosKind::kLearned && m > 1)

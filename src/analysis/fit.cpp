@@ -106,8 +106,10 @@ FitTrial fit_memories(const FitConfig& config, int64_t M) {
   check_arg(M >= 1, fmt::format("M = {}: must be >= 1", M));
   const int64_t d = config.d_k;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(config.seed);
-  const auto keys = unit_rows(M, d, gen), values = unit_rows(M, d, gen);  // (M, d) each
+  const auto keys = unit_rows(M, d, gen).to(config.device);  // (M, d)
+  const auto values = unit_rows(M, d, gen).to(config.device);
   const auto store = config.make_store(gen);
+  as_module(store)->to(config.device);
   torch::optim::Adam adam(as_module(store)->parameters(), torch::optim::AdamOptions(config.lr));
   torch::Tensor loss;
   for (int64_t step = 0; step < config.steps; ++step) {
@@ -123,7 +125,7 @@ FitTrial fit_memories(const FitConfig& config, int64_t M) {
   torch::NoGradGuard no_grad;
   // nearest-value decoding: argmax_l f(x_j) . v_l (all v unit, so the largest cosine) must be j
   const auto predicted = store->forward(keys).mm(values.t()).argmax(1);  // (M,)
-  const auto hits = predicted.eq(torch::arange(M, torch::kInt64)).sum().item<int64_t>();
+  const auto hits = predicted.eq(torch::arange(M, predicted.options())).sum().item<int64_t>();
   return {M, static_cast<double>(hits) / static_cast<double>(M), loss.item<double>()};
 }
 

@@ -80,12 +80,14 @@ std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batc
   torch::NoGradGuard no_grad;
   const int64_t L = model->config.n_layers, H = model->config.n_heads;
   std::vector<std::vector<HeadAccumulator>> acc(L, std::vector<HeadAccumulator>(H));
+  const auto device = model->parameters().front().device();
   for (const Batch& b : set) {
     const auto queries = find_queries(b, pairs);
     ActivationCache cache;
-    model->forward(b.x, &cache);
+    model->forward(b.x.to(device), &cache);
     for (int64_t l = 0; l < L; ++l) {
-      const auto& a = cache.at(fmt::format("blocks.{}.attn.weights", l));  // (B, H, T, N + T)
+      // (B, H, T, N + T), read on the CPU
+      const auto a = cache.at(fmt::format("blocks.{}.attn.weights", l)).cpu();
       const int64_t N = a.size(3) - a.size(2);
       for (int64_t s = 0; s < b.x.size(0); ++s)
         add_heads(a[s], N, queries[static_cast<size_t>(s)], acc[l]);

@@ -58,7 +58,7 @@ double gelu_capacity(int64_t d) {
 FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn_store, int64_t layer) {
   torch::NoGradGuard no_grad;
   auto copy = clone_store(ffn_store);
-  as_module(copy)->to(torch::kFloat64);
+  as_module(copy)->to(torch::kCPU, torch::kFloat64);  // a one-off in float64: on the CPU
   Store& ffn = *copy;
   FfnStoreReport r;
   r.layer = layer;

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "recall/core/device.h"
 #include "recall/core/error.h"
 #include "recall/stores/store.h"
 #include "recall/stores/theory.h"
@@ -28,10 +29,11 @@ uint64_t splitmix64(uint64_t x) {
 // generator, so memory i is the same whatever ranges it is read in (grids and chunk sizes differ).
 class MemoryStream {
  public:
-  MemoryStream(uint64_t seed, int64_t trial, int64_t d_k, int64_t d_v)
+  MemoryStream(uint64_t seed, int64_t trial, int64_t d_k, int64_t d_v, torch::Device device)
       : seed_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(trial) + 1))),
         d_k_(d_k),
-        d_v_(d_v) {}
+        d_v_(d_v),
+        device_(device) {}
 
   // Memories [a, b): keys (b - a, d_k), values (b - a, d_v).
   std::pair<torch::Tensor, torch::Tensor> get(int64_t a, int64_t b) {
@@ -64,17 +66,18 @@ class MemoryStream {
       }
     });
     auto k = x.slice(1, 0, d_k_), v = x.slice(1, d_k_);
-    keys_ = (k / k.norm(2, 1, true)).contiguous();  // (kBlock, d_k), unit rows
-    values_ = (v / v.norm(2, 1, true)).contiguous();
+    keys_ = (k / k.norm(2, 1, true)).to(device_).contiguous();  // (kBlock, d_k), unit rows
+    values_ = (v / v.norm(2, 1, true)).to(device_).contiguous();
     cached_ = block;
   }
   uint64_t seed_;
   int64_t d_k_, d_v_, cached_ = -1;
+  torch::Device device_;
   torch::Tensor keys_, values_;
 };
 
 std::vector<double> to_vector(const torch::Tensor& t) {
-  auto c = t.to(torch::kFloat64).contiguous();
+  auto c = t.to(torch::kCPU, torch::kFloat64).contiguous();
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
@@ -102,11 +105,12 @@ struct AccGroup {
   std::vector<Accumulator*> accs;
   torch::Tensor sums, signal, wbuf;  // (n q, d_v), (n, q), flat buffer for (n q, chunk) weights
 
-  void start(int64_t d_v, int64_t chunk) {
+  void start(int64_t d_v, int64_t chunk, const torch::Device& device) {
     const auto n = static_cast<int64_t>(accs.size());
-    sums = torch::zeros({n * q, d_v});
-    signal = torch::zeros({n, q});
-    if (!wbuf.defined()) wbuf = torch::empty({n * q * chunk});
+    const auto opts = torch::TensorOptions().device(device);
+    sums = torch::zeros({n * q, d_v}, opts);
+    signal = torch::zeros({n, q}, opts);
+    if (!wbuf.defined()) wbuf = torch::empty({n * q * chunk}, opts);
   }
 
   // Adds memories [c0, c1) with similarities S (>= q rows, C columns) and values V (C, d_v).
@@ -129,7 +133,7 @@ struct AccGroup {
         dst.copy_(relative_weights(w, Sq));
       }
       if (c0 < q) {  // queries j in [c0, min(c1, q)) meet themselves here: that is the signal
-        auto idx = torch::arange(c0, std::min(c1, q), torch::kLong);
+        auto idx = torch::arange(c0, std::min(c1, q), S.options().dtype(torch::kLong));
         signal[i].index_put_({idx}, dst.index({idx, idx - c0}));
         dst.index_put_({idx, idx - c0}, 0.0);
       }
@@ -161,13 +165,15 @@ AccKey key_of(const WeightFunction& w, int64_t q) {
 std::vector<double> direct_isr(const StoreSpec& spec, const torch::Tensor& keys,
                                const torch::Tensor& values, int64_t q) {
   auto store = make_store(spec, keys.size(1), values.size(1));
-  store->write(keys.to(torch::kFloat64), values.to(torch::kFloat64));
+  const auto k64 = keys.to(torch::kCPU, torch::kFloat64),
+             v64 = values.to(torch::kCPU, torch::kFloat64);
+  store->write(k64, v64);
   const int64_t n = std::min(q, keys.size(0));
-  auto W = store->recall_weights(keys.slice(0, 0, n).to(torch::kFloat64));  // (n, M)
+  auto W = store->recall_weights(k64.slice(0, 0, n));  // (n, M)
   auto idx = torch::arange(n, torch::kLong);
   auto signal = W.index({idx, idx}).abs();
   W.index_put_({idx, idx}, 0.0);
-  auto interference = W.mm(values.to(torch::kFloat64)).norm(2, 1);  // (n,)
+  auto interference = W.mm(v64).norm(2, 1);  // (n,)
   return to_vector(interference / signal);
 }
 
@@ -273,13 +279,14 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
   std::vector<std::vector<std::vector<std::vector<double>>>> store_isr(specs.size());
   std::vector<std::vector<std::vector<double>>> rule_pool(
       config.rules.size(), std::vector<std::vector<double>>(rgrid.size()));
-  torch::Tensor S_buf = torch::empty({q_max * config.chunk});
+  torch::Tensor S_buf =
+      torch::empty({q_max * config.chunk}, torch::TensorOptions().device(config.device));
   for (int64_t trial = 0; trial < config.trials; ++trial) {
-    MemoryStream stream(config.seed, trial, config.d_k, config.d_v);
+    MemoryStream stream(config.seed, trial, config.d_k, config.d_v, config.device);
     torch::Tensor queries;
     if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
     for (auto& [key, a] : plan) a.isr.clear();
-    for (auto& [q, g] : groups) g.start(config.d_v, config.chunk);
+    for (auto& [q, g] : groups) g.start(config.d_v, config.chunk, config.device);
     for (int64_t c0 = 0; c0 < end_max;) {
       const int64_t c1 = std::min({*boundaries.upper_bound(c0), c0 + config.chunk, end_max});
       auto [K, V] = stream.get(c0, c1);
@@ -384,6 +391,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     }
     result.rules.push_back(std::move(out));
   }
+  synchronize(config.device);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

@@ -12,7 +12,7 @@ namespace recall::cli {
 
 void add_eval(CLI::App& root, Action& action) {
   struct Args {
-    std::string checkpoint, rule;
+    std::string checkpoint, rule, device = "cpu";
     int64_t seq_len = 0, batches = 0;
   };
   auto args = std::make_shared<Args>();
@@ -24,9 +24,10 @@ void add_eval(CLI::App& root, Action& action) {
       ->check(CLI::IsMember({"none", "su", "qwen", "yarn", "ssmax"}));
   cmd->add_option("--batches", args->batches, "evaluation batches (default: eval_batches)")
       ->check(CLI::PositiveNumber);
+  add_device_option(cmd, args->device);
   cmd->callback([args, &action] {
     action = [args] {
-      Restored r = restore(args->checkpoint);
+      Restored r = restore(args->checkpoint, parse_device(args->device));
       const auto& mc = r.config.model;
       const int64_t T = args->seq_len > 0 ? args->seq_len : mc.seq_len;
       if (mc.pos == PosKind::kLearned && T > mc.seq_len)

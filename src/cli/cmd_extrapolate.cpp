@@ -15,7 +15,7 @@ namespace recall::cli {
 
 void add_extrapolate(CLI::App& root, Action& action) {
   struct Opts {
-    std::string json, plot;
+    std::string json, plot, device = "cpu";
     std::vector<std::string> rules;
     ExtrapolateConfig config;
   };
@@ -42,7 +42,9 @@ void add_extrapolate(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write accuracy against length to this file (.png or .svg)");
+  add_device_option(cmd, o->device);
   cmd->callback([o, &action] {
+    o->config.device = parse_device(o->device);
     for (const auto& name : o->rules) {
       try {
         o->config.rules.push_back(beta_rule_from_string(name));

@@ -10,7 +10,7 @@ namespace recall::cli {
 
 void add_fit(CLI::App& root, Action& action) {
   struct Opts {
-    std::string kind = "mlp-relu2", json;
+    std::string kind = "mlp-relu2", json, device = "cpu";
     FitConfig config;
   };
   auto o = std::make_shared<Opts>();
@@ -29,8 +29,10 @@ void add_fit(CLI::App& root, Action& action) {
   cmd->add_option("--seed", o->config.seed, "seed of memories and initialisation")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
+  add_device_option(cmd, o->device);
   cmd->callback([o, &action] {
     o->config.kind = fit_kind_from_string(o->kind);
+    o->config.device = parse_device(o->device);
     o->config.validate();
     check_output("--json", o->json);
     action = [o] {

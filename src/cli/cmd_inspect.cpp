@@ -14,7 +14,7 @@ namespace recall::cli {
 
 void add_inspect(CLI::App& root, Action& action) {
   struct Opts {
-    std::string checkpoint, json, plot;
+    std::string checkpoint, json, plot, device = "cpu";
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
     int64_t batches = 2;
@@ -32,6 +32,7 @@ void add_inspect(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
+  add_device_option(cmd, o->device);
   cmd->callback([o, &action] {
     InspectConfig config;
     config.lengths = o->lengths;
@@ -48,7 +49,7 @@ void add_inspect(CLI::App& root, Action& action) {
     check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o, config] {
-      Restored restored = restore(o->checkpoint);
+      Restored restored = restore(o->checkpoint, parse_device(o->device));
       const InspectResult r = inspect(restored, config, o->checkpoint);
       if (!is_stdout(o->json)) std::fputs(inspect_table(r).c_str(), stdout);
       write_output(o->json, inspect_json(r));

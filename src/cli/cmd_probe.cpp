@@ -46,8 +46,8 @@ class Progress {
 };
 
 // Adds the probe's flags to `cmd`, bound to `c`.
-void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& rules,
-                     bool& no_rules) {
+void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& rules, bool& no_rules,
+                     std::string& device) {
   cmd->add_option(
          "--stores", c.stores,
          "stores to probe, comma-separated (default: outer_product,least_squares,relu,relu2,"
@@ -77,9 +77,12 @@ void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& ru
       ->capture_default_str();
   cmd->add_option("--chunk", c.chunk, "memories per streamed chunk (memory/speed only)")
       ->capture_default_str();
+  add_device_option(cmd, device);
 }
 
-void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool no_rules) {
+void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool no_rules,
+                   const std::string& device) {
+  c.device = parse_device(device);
   c.rules.clear();
   if (!no_rules)
     for (const auto& r : rules) c.rules.push_back(beta_rule_from_string(r));
@@ -93,17 +96,17 @@ void add_probe(CLI::App& root, Action& action) {
     ProbeConfig config;
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
     bool no_rules = false;
-    std::string json, csv, plot;
+    std::string json, csv, plot, device = "cpu";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
       root.add_subcommand("probe", "measure every store's ISR against M beside exact theory");
-  add_probe_flags(cmd, o->config, o->rules, o->no_rules);
+  add_probe_flags(cmd, o->config, o->rules, o->no_rules, o->device);
   cmd->add_option("--json", o->json, "write every number as JSON to this file (- : stdout)");
   cmd->add_option("--csv", o->csv, "write every curve point as CSV to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write a log-log plot to this file (.png or .svg)");
   cmd->callback([o, &action] {
-    resolve_rules(o->config, o->rules, o->no_rules);
+    resolve_rules(o->config, o->rules, o->no_rules, o->device);
     check_output("--json", o->json);
     check_output("--csv", o->csv);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
@@ -130,19 +133,24 @@ void add_bench(CLI::App& root, Action& action) {
     ProbeConfig config;
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
     bool no_rules = false;
+    std::string device = "cpu";
   };
   auto o = std::make_shared<Opts>();
   auto* probe =
       bench->add_subcommand("probe", "time the default probe: GFLOP/s beside GEMM GFLOP/s");
-  add_probe_flags(probe, o->config, o->rules, o->no_rules);
+  add_probe_flags(probe, o->config, o->rules, o->no_rules, o->device);
   probe->callback([o, &action] {
-    resolve_rules(o->config, o->rules, o->no_rules);
+    resolve_rules(o->config, o->rules, o->no_rules, o->device);
     action = [o] {
-      const double gemm = measure_gemm_gflops();
+      const double gemm = measure_gemm_gflops(10, 3, o->config.device);
       const ProbeResult r = run_probe(o->config);
-      nlohmann::json j = {{"bench", "probe"},     {"threads", torch::get_num_threads()},
-                          {"seconds", r.seconds}, {"probe_gflops", r.flops / r.seconds / 1e9},
-                          {"gemm_gflops", gemm},  {"peak_rss_mib", peak_rss_mib()}};
+      nlohmann::json j = {{"bench", "probe"},
+                          {"device", o->config.device.str()},
+                          {"threads", torch::get_num_threads()},
+                          {"seconds", r.seconds},
+                          {"probe_gflops", r.flops / r.seconds / 1e9},
+                          {"gemm_gflops", gemm},
+                          {"peak_rss_mib", peak_rss_mib()}};
       std::printf("%s\n", j.dump().c_str());
       return 0;
     };

@@ -16,8 +16,9 @@ namespace {
 
 // The next token of each row of logits (N, vocab): the most likely at temperature 0, else drawn
 // from softmax(logits / temperature) over the top_k most likely (0: all).
+// Drawn on the CPU: the same seed picks the same tokens on every device.
 torch::Tensor pick(torch::Tensor logits, double temperature, int64_t top_k) {
-  logits = logits.to(torch::kDouble);
+  logits = logits.to(torch::kCPU, torch::kDouble);
   if (temperature == 0) return logits.argmax(-1);  // (N,)
   if (top_k > 0 && top_k < logits.size(-1)) {
     auto kth = std::get<0>(logits.topk(top_k, -1)).select(-1, top_k - 1).unsqueeze(-1);  // (N, 1)
@@ -30,7 +31,7 @@ torch::Tensor pick(torch::Tensor logits, double temperature, int64_t top_k) {
 
 void add_sample(CLI::App& root, Action& action) {
   struct Args {
-    std::string checkpoint, prompt;
+    std::string checkpoint, prompt, device = "cpu";
     int64_t tokens = 200, seed = 0, top_k = 0, samples = 1;
     double temperature = 1.0;
   };
@@ -46,9 +47,11 @@ void add_sample(CLI::App& root, Action& action) {
   cmd->add_option("--samples", args->samples, "independent continuations, one per line")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", args->seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  add_device_option(cmd, args->device);
   cmd->callback([args, &action] {
     action = [args] {
-      Restored r = restore(args->checkpoint);
+      const torch::Device device = parse_device(args->device);
+      Restored r = restore(args->checkpoint, device);
       // sampling needs only the vocabulary, not the corpus
       auto task = r.config.task.kind == TaskKind::kText
                       ? std::make_unique<TextTask>(r.config.task.text_units, r.vocabulary)
@@ -59,7 +62,7 @@ void add_sample(CLI::App& root, Action& action) {
       const int64_t N = args->samples, ctx = r.config.model.seq_len;
       torch::NoGradGuard no_grad;
       // ids (N, length): every row starts with the prompt
-      auto ids = torch::tensor(prompt).unsqueeze(0).repeat({N, 1});
+      auto ids = torch::tensor(prompt).unsqueeze(0).repeat({N, 1}).to(device);
       KvCache kv;
       torch::Tensor logits;  // (N, vocab) after the last token
       if (ids.size(1) <= ctx) logits = r.model->forward_incremental(ids, kv).select(1, -1);
@@ -68,14 +71,14 @@ void add_sample(CLI::App& root, Action& action) {
           kv.clear();
           logits = r.model->forward(ids.narrow(1, ids.size(1) - ctx, ctx)).select(1, -1);
         }
-        auto next = pick(logits, args->temperature, args->top_k).unsqueeze(1);  // (N, 1)
+        auto next = pick(logits, args->temperature, args->top_k).unsqueeze(1).to(device);  // (N, 1)
         ids = torch::cat({ids, next}, 1);
         logits = ids.size(1) <= ctx ? r.model->forward_incremental(next, kv).select(1, -1)
                                     : torch::Tensor();
       }
       const auto plen = static_cast<std::ptrdiff_t>(prompt.size());
       for (int64_t n = 0; n < N; ++n) {
-        auto row = ids[n].contiguous();
+        auto row = ids[n].to(torch::kCPU).contiguous();
         std::vector<int64_t> all(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
         fmt::print("{}{}\n", task->decode({all.begin(), all.begin() + plen}),
                    (r.config.task.kind == TaskKind::kText ? "" : " ") +

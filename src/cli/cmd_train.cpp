@@ -13,7 +13,7 @@ namespace recall::cli {
 
 void add_train(CLI::App& root, Action& action) {
   struct Args {
-    std::string config, out;
+    std::string config, out, device = "cpu";
     std::vector<std::string> sets;
     bool resume = false;
   };
@@ -24,11 +24,13 @@ void add_train(CLI::App& root, Action& action) {
   cmd->add_option("--out", args->out, "run folder: checkpoint.bin, metrics.jsonl, config.toml")
       ->required();
   cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
+  add_device_option(cmd, args->device);
   cmd->callback([args, &action] {
     action = [args] {
+      TrainOptions options;
+      options.device = parse_device(args->device);
       const TrainConfig config = train_config_from_file(args->config, args->sets);
       install_stop_signals();
-      TrainOptions options;
       options.out_dir = args->out;
       options.resume = args->resume;
       options.stop = [](int64_t) { return stop_signal(); };

@@ -4,10 +4,20 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+
+#include "recall/core/device.h"
 
 namespace recall::cli {
 
 using Action = std::function<int()>;
+
+// Adds --device (cpu, the default, cuda or cuda:N) to `cmd`, bound to `device`; the action turns it
+// into a torch::Device with parse_device (recall/core/device.h), which refuses what is not here.
+inline CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {
+  return cmd->add_option("--device", device, "where to compute: cpu, cuda or cuda:N")
+      ->capture_default_str();
+}
 
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);

@@ -38,8 +38,8 @@ Operand operand(const torch::Tensor& x) {
 
 // False under RECALL_KERNELS=reference: every caller then runs torch's own ops.
 bool use_fast(const torch::Tensor& a, const torch::Tensor& b) {
-  return sgemm_fn() && !reference_kernels() && a.scalar_type() == torch::kFloat32 &&
-         b.scalar_type() == torch::kFloat32 && a.device().is_cpu() && b.device().is_cpu() &&
+  return sgemm_fn() && fast_kernels(a.device()) && b.device().is_cpu() &&
+         a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32 &&
          a.dim() == b.dim() && (a.dim() == 2 || (a.dim() == 3 && a.size(0) == b.size(0))) &&
          a.size(-1) == b.size(-2);
 }

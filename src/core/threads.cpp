@@ -9,8 +9,6 @@
 #include <sstream>
 #include <thread>
 
-#include "recall/core/error.h"
-
 namespace recall {
 
 int cpu_quota_threads(const std::string& cpu_max) {
@@ -43,16 +41,6 @@ int set_threads(int n) {
   if (n <= 0) n = default_threads();
   torch::set_num_threads(n);
   return n;
-}
-
-std::string check_device(const std::string& device) {
-  if (device == "cpu") return device;
-  if (device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw UsageError("--device cuda: no CUDA device is available here; use --device cpu");
-    return device;
-  }
-  throw UsageError(fmt::format("--device {}: unknown device; use cpu or cuda", device));
 }
 
 }  // namespace recall

@@ -74,9 +74,8 @@ void NormImpl::reset() {
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   if (options.kind() == NormKind::kLayerNorm) {
-    const bool fast = !reference_kernels() && x.scalar_type() == torch::kFloat32 &&
-                      x.device().is_cpu() && weight.scalar_type() == torch::kFloat32 &&
-                      x.numel() > 0;
+    const bool fast = fast_kernels(x.device()) && x.scalar_type() == torch::kFloat32 &&
+                      weight.scalar_type() == torch::kFloat32 && x.numel() > 0;
     if (!fast) return layer_norm_reference(x);
     auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
     return LayerNormFunction::apply(x.reshape({-1, options.dim()}), weight, b, options.eps())

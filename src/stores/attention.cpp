@@ -44,13 +44,14 @@ void AttentionImpl::set_rule(BetaRule rule) {
                                                          static_cast<double>(options.seq_len()))));
 }
 
-torch::Tensor AttentionImpl::logit_scale(int64_t T, torch::ScalarType dtype) {
+torch::Tensor AttentionImpl::logit_scale(int64_t T, const torch::TensorOptions& like) {
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d_head()));
+  // float64 on the CPU, rounded once onto the input's device: the same scale on every device
   auto M = torch::arange(1, T + 1, torch::TensorOptions().dtype(torch::kFloat64));  // (T,)
   if (options.rule() == BetaRule::kSsmax)
-    return ssmax->forward(M.to(dtype)) * inv_sqrt_d;  // (H, T), s_h ln M with beta_0 = 1
+    return ssmax->forward(M.to(like)) * inv_sqrt_d;  // (H, T), s_h ln M with beta_0 = 1
   const double L = static_cast<double>(options.seq_len());
-  return (beta_for(options.rule(), M, L, 1.0) * inv_sqrt_d).to(dtype).unsqueeze(0);  // (1, T)
+  return (beta_for(options.rule(), M, L, 1.0) * inv_sqrt_d).to(like).unsqueeze(0);  // (1, T)
 }
 
 std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int64_t offset) {
@@ -59,7 +60,7 @@ std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int6
       fast_linear(x, qkv->weight, qkv->bias).view({B, T, 3, H, d_head()});  // (B, T, 3, H, dh)
   auto parts = qkv_heads.unbind(2);  // views (B, T, H, dh), rows 3 D apart
   if (options.rope()) {
-    auto tables = rope_tables(offset + T, d_head(), x.scalar_type());
+    auto tables = rope_tables(offset + T, d_head(), x.options());
     if (offset > 0) tables = {tables.cos.narrow(0, offset, T), tables.sin.narrow(0, offset, T)};
     return {apply_rope(parts[0], tables), apply_rope(parts[1], tables), parts[2]};
   }
@@ -109,18 +110,19 @@ torch::Tensor AttentionImpl::attention_weights(const torch::Tensor& q, const tor
                                                int64_t offset) {
   const int64_t T = q.size(1), N = k.size(1) - T - offset;  // N: the learned memories
   // (H|1, T), includes 1 / sqrt(dh)
-  auto scale = logit_scale(offset + T, q.scalar_type()).narrow(1, offset, T);
+  auto scale = logit_scale(offset + T, q.options()).narrow(1, offset, T);
   auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, N+T)
   // query t sees the N memories and context keys s <= t: key column j is visible when j <= N + t
-  auto col = torch::arange(N + offset + T, torch::kInt64).unsqueeze(0);      // (1, N + offset + T)
-  auto row = torch::arange(offset, offset + T, torch::kInt64).unsqueeze(1);  // (T, 1)
-  auto masked = col.gt(row + N).to(q.device());                              // (T, N + offset + T)
+  const auto index = q.options().dtype(torch::kInt64);
+  auto col = torch::arange(N + offset + T, index).unsqueeze(0);      // (1, N + offset + T)
+  auto row = torch::arange(offset, offset + T, index).unsqueeze(1);  // (T, 1)
+  auto masked = col.gt(row + N);                                     // (T, N + offset + T)
   return torch::softmax(logits.masked_fill(masked, -std::numeric_limits<double>::infinity()), -1);
 }
 
 torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
   const int64_t B = y.size(0), T = y.size(1), H = options.n_heads();
-  auto h = head_mask.defined() ? y * head_mask.to(y.dtype()).view({1, 1, H, 1}) : y;
+  auto h = head_mask.defined() ? y * head_mask.to(y.options()).view({1, 1, H, 1}) : y;
   return fast_linear(h.reshape({B, T, H * d_head()}), out->weight, out->bias);  // (B, T, D)
 }
 
@@ -136,7 +138,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   if (options.rule() == BetaRule::kNone) {
     alpha = 1.0 / std::sqrt(static_cast<double>(d_head()));  // constant scale: fused into the GEMM
   } else {
-    q = q * logit_scale(T, x.scalar_type()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
+    q = q * logit_scale(T, x.options()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
   }
   return output(causal_attention(q, k, v, N, alpha));  // (B, T, H, dh) -> (B, T, D)
 }

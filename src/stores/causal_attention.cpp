@@ -147,9 +147,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                 q.size(2) == k.size(2) && q.size(3) == k.size(3) && n_mem >= 0 &&
                 k.size(1) == n_mem + q.size(1),
             "causal_attention: expected q (B, T, H, d), k and v (B, N + T, H, d)");
-  const bool fast = fast_gemm_available() && !reference_kernels() &&
+  const bool fast = fast_gemm_available() && fast_kernels(q.device()) &&
                     q.scalar_type() == torch::kFloat32 && k.scalar_type() == torch::kFloat32 &&
-                    v.scalar_type() == torch::kFloat32 && q.device().is_cpu() && q.numel() > 0;
+                    v.scalar_type() == torch::kFloat32 && q.numel() > 0;
   if (!fast) return causal_attention_reference(q, k, v, n_mem, alpha);
   return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);
 }

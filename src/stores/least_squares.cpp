@@ -25,7 +25,7 @@ torch::Tensor LeastSquaresStoreImpl::pinv_keys() {
   // w(x) = (K^T)^+ x, so W(X) = X ((K^T)^+)^T = X K^+ with K^+: (d_k, M). The cache is dropped
   // when the keys moved (to()) or grew.
   if (!pinv_.defined() || pinv_.size(1) != size() || pinv_.device() != stored_keys.device())
-    pinv_ = torch::linalg::pinv(stored_keys.to(torch::kFloat64));
+    pinv_ = torch::linalg_pinv(stored_keys.to(torch::kFloat64), /*rcond=*/1e-15);
   return pinv_;
 }
 

@@ -4,13 +4,15 @@
 
 namespace recall {
 
-RopeTables rope_tables(int64_t T, int64_t d, torch::ScalarType dtype, double base) {
+RopeTables rope_tables(int64_t T, int64_t d, const torch::TensorOptions& like, double base) {
   check_arg(d % 2 == 0, fmt::format("rope: head dimension {} must be even", d));
+  // Angles in float64 on the CPU, then rounded once: the same tables on every device.
   auto opts = torch::TensorOptions().dtype(torch::kFloat64);
   auto inv_freq = torch::pow(base, -torch::arange(0, d, 2, opts) / static_cast<double>(d));
   auto angles = torch::outer(torch::arange(T, opts), inv_freq);  // (T, d/2)
   angles = torch::cat({angles, angles}, -1);                     // (T, d)
-  return {angles.cos().to(dtype), angles.sin().to(dtype)};
+  return {angles.cos().to(like.device(), like.dtype().toScalarType()),
+          angles.sin().to(like.device(), like.dtype().toScalarType())};
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables) {

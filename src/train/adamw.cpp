@@ -29,13 +29,14 @@ void check_options(const AdamWOptions& o) {
   check_arg(!o.amsgrad(), "amsgrad = true: FusedAdamW has no amsgrad; use torch::optim::AdamW");
 }
 
-void check_params(const std::vector<torch::Tensor>& params) {
+// float32 and contiguous, all on one device (the fused loop reads them as flat float arrays).
+void check_params(const std::vector<torch::Tensor>& params, const c10::Device& device) {
   for (const auto& p : params)
-    check_arg(p.scalar_type() == torch::kFloat32 && p.device().is_cpu() && p.is_contiguous(),
+    check_arg(p.scalar_type() == torch::kFloat32 && p.device() == device && p.is_contiguous(),
               fmt::format("FusedAdamW: a parameter of type {} on {}{}: parameters must be "
-                          "contiguous float32 CPU tensors",
+                          "contiguous float32 tensors on one device ({})",
                           c10::toString(p.scalar_type()), p.device().str(),
-                          p.is_contiguous() ? "" : " (not contiguous)"));
+                          p.is_contiguous() ? "" : " (not contiguous)", device.str()));
 }
 
 // Checked before torch's constructor, whose own checks throw c10::Error.
@@ -69,9 +70,11 @@ struct Item {
 
 FusedAdamW::FusedAdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions defaults)
     : torch::optim::AdamW(std::move(groups), checked(defaults)) {
+  for (auto& group : param_groups_)
+    if (!group.params().empty()) device_ = group.params().front().device();
   for (auto& group : param_groups_) {
     check_options(static_cast<const AdamWOptions&>(group.options()));
-    check_params(group.params());
+    check_params(group.params(), device_);
   }
 }
 
@@ -152,7 +155,7 @@ void FusedAdamW::load(torch::serialize::InputArchive& archive) {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  if (reference_kernels()) return torch::optim::AdamW::step(std::move(closure));
+  if (!fast_kernels(device_)) return torch::optim::AdamW::step(std::move(closure));
   torch::Tensor loss;
   if (closure) {
     at::AutoGradMode enable_grad(true);
@@ -168,7 +171,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     const auto [beta1, beta2] = o.betas();
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      check_params({p});
+      check_params({p}, device_);
       grads.push_back(p.grad().contiguous());
       const auto& g = grads.back();
       check_arg(g.scalar_type() == torch::kFloat32 && g.numel() == p.numel(),

@@ -37,7 +37,7 @@ class ScratchDir {
 
 }  // namespace
 
-BenchTrainResult bench_train(TrainConfig config, int64_t steps) {
+BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Device& device) {
   auto& tc = config.trainer;
   if (steps > 0) tc.steps = steps;
   check_arg(tc.steps > static_cast<int64_t>(kWarmupSteps),
@@ -53,12 +53,14 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps) {
   TrainOptions options;
   options.out_dir = (dir.path() / "run").string();
   options.progress = false;
+  options.device = device;
   const TrainResult run = train(config, options);
 
   BenchTrainResult r;
   const int64_t params = Transformer(config.model)->num_parameters();
   const double dt = mean_step_seconds(run.step_seconds);
   r.params = params;
+  r.device = device.str();
   r.tokens_per_s = static_cast<double>(tokens_per_step(config)) / dt;
   r.step_ms = dt * 1e3;
   r.gemm_gflops = run.peak_flops / 1e9;
@@ -69,6 +71,7 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps) {
 std::string to_json(const BenchTrainResult& r) {
   nlohmann::ordered_json j;
   j["impl"] = "recall-cpp";
+  j["device"] = r.device;
   j["params"] = r.params;
   j["tokens_per_s"] = std::llround(r.tokens_per_s);
   j["step_ms"] = std::round(r.step_ms * 10) / 10;
@@ -77,8 +80,8 @@ std::string to_json(const BenchTrainResult& r) {
   return j.dump();
 }
 
-int run_bench_train(const std::string& config_path, int64_t steps) {
-  fmt::print("{}\n", to_json(bench_train(train_config_from_file(config_path), steps)));
+int run_bench_train(const std::string& config_path, int64_t steps, const torch::Device& device) {
+  fmt::print("{}\n", to_json(bench_train(train_config_from_file(config_path), steps, device)));
   return 0;
 }
 

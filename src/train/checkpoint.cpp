@@ -148,6 +148,16 @@ Checkpoint load_checkpoint(const std::string& path) {
   return decode_checkpoint(read_file("--checkpoint", file), file);
 }
 
+namespace {
+
+// Where loaded tensors go: the device of the parameters they replace (CPU when there are none), so
+// that a checkpoint written on any device loads on any other.
+torch::Device device_of(const std::vector<torch::Tensor>& params) {
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+}  // namespace
+
 std::string module_bytes(const torch::nn::Module& module) {
   torch::serialize::OutputArchive archive;
   module.save(archive);
@@ -163,7 +173,7 @@ void load_module_bytes(torch::nn::Module& module, const std::string& bytes) {
   for (const auto& b : module.named_buffers())
     shapes.emplace_back(b.key(), b.value().sizes().vec());
   torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
+  archive.load_from(bytes.data(), bytes.size(), device_of(module.parameters()));
   module.load(archive);
   // torch's reader replaces each tensor whatever its shape; a different model must not pass
   size_t i = 0;
@@ -185,8 +195,11 @@ std::string optimizer_bytes(const torch::optim::Optimizer& optimizer) {
 }
 
 void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  std::vector<torch::Tensor> params;
+  for (const auto& group : optimizer.param_groups())
+    params.insert(params.end(), group.params().begin(), group.params().end());
   torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
+  archive.load_from(bytes.data(), bytes.size(), device_of(params));
   optimizer.load(archive);
 }
 

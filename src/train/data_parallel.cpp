@@ -95,7 +95,7 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
   const int64_t B = batch.x.size(0);
   const int64_t scored = batch.mask.sum().item<int64_t>();
   const double scale = 1.0 / static_cast<double>(std::max<int64_t>(scored, 1));
-  const int64_t n = reference_kernels() ? 1 : std::min<int64_t>(std::max(workers, 1), B);
+  const int64_t n = fast_kernels(batch.x.device()) ? std::min<int64_t>(std::max(workers, 1), B) : 1;
   if (n == 1) {
     auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
     loss.backward();

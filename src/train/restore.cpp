@@ -6,7 +6,7 @@
 
 namespace recall {
 
-Restored restore(const std::string& path) {
+Restored restore(const std::string& path, const torch::Device& device) {
   const Checkpoint ckpt = load_checkpoint(path);
   Restored r;
   try {
@@ -17,7 +17,8 @@ Restored restore(const std::string& path) {
   r.step = ckpt.step;
   r.vocabulary = ckpt.vocabulary;
   r.model = Transformer(r.config.model);
-  load_module_bytes(*r.model, ckpt.model);
+  load_module_bytes(*r.model, ckpt.model);  // on the CPU, whatever device wrote it
+  r.model->to(device);
   r.model->eval();
   return r;
 }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "recall/core/device.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/kernels.h"
@@ -49,14 +50,14 @@ double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   return std::sqrt(sq);
 }
 
-// The fp32 GEMM rate, measured once per process and thread count: every run of a process (tests
-// train many) shares one measurement, taken before its first step.
-double gemm_gflops_cached() {
+// The fp32 GEMM rate, measured once per process, device and thread count: every run of a process
+// (tests train many) shares one measurement, taken before its first step.
+double gemm_gflops_cached(const torch::Device& device) {
   static std::mutex mutex;
-  static std::map<int, double> measured;
+  static std::map<std::pair<std::string, int>, double> measured;
   std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = measured.try_emplace(at::get_num_threads(), 0.0);
-  if (fresh) it->second = measure_gemm_gflops();
+  auto [it, fresh] = measured.try_emplace({device.str(), at::get_num_threads()}, 0.0);
+  if (fresh) it->second = measure_gemm_gflops(10, 3, device);
   return it->second;
 }
 
@@ -90,6 +91,10 @@ nlohmann::json to_json(const std::map<std::string, double>& m) {
 
 }  // namespace
 
+Batch to_device(const Batch& b, const torch::Device& device) {
+  return {b.x.to(device), b.y.to(device), b.mask.to(device)};
+}
+
 int64_t tokens_per_step(const TrainConfig& config) {
   return config.trainer.batch_size *
          (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
@@ -121,7 +126,9 @@ std::map<std::string, double> evaluate(Transformer& model, const Task& task,
   torch::NoGradGuard no_grad;
   double ce_sum = 0;
   int64_t correct = 0, scored = 0;
-  for (const Batch& b : set) {
+  const auto device = model->parameters().front().device();
+  for (const Batch& cpu_batch : set) {
+    const Batch b = to_device(cpu_batch, device);
     auto logits = model->forward(b.x).index({b.mask});
     auto target = b.y.index({b.mask});
     ce_sum +=
@@ -174,7 +181,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   if (resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
 
   torch::manual_seed(static_cast<uint64_t>(tc.seed));
-  Transformer model(config.model);
+  Transformer model(config.model);  // initialised on the CPU: the same weights on every device
+  model->to(options.device);
   // decay matrices only: decaying gains and biases pulls norms toward zero for no benefit
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -234,13 +242,14 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
 
   const double tokens = static_cast<double>(tokens_per_step(config));
   // MFU is measured against this machine's fp32 GEMM rate unless the config names a peak.
-  const double peak_flops = tc.peak_flops > 0 ? tc.peak_flops : gemm_gflops_cached() * 1e9;
+  const double peak_flops =
+      tc.peak_flops > 0 ? tc.peak_flops : gemm_gflops_cached(options.device) * 1e9;
   const double flops_token = flops_per_token(config, model->num_parameters());
   // With data-parallel workers, this thread's share of a step (adding up the workers' gradients,
   // the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded, because an
   // intra-op (OpenMP) thread woken for it keeps spinning afterwards on a core the workers need.
   std::optional<TorchThreads> one_thread;
-  if (workers > 1 && !reference_kernels()) one_thread.emplace(1);
+  if (workers > 1 && fast_kernels(options.device)) one_thread.emplace(1);
   TrainResult result;
   result.peak_flops = peak_flops;
   const auto t0 = std::chrono::steady_clock::now();
@@ -249,7 +258,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     const auto step_start = std::chrono::steady_clock::now();
     const double lr = lr_at(tc, step);
     for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
-    const Batch b = task->sample(tc.batch_size, config.model.seq_len, rng);
+    const Batch b =
+        to_device(task->sample(tc.batch_size, config.model.seq_len, rng), options.device);
     optimizer.zero_grad();
     const double loss_v = data_parallel_backward(model, b, workers);
     const std::string keep =
@@ -262,6 +272,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
       throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
                                        step + 1, gnorm, keep));
     optimizer.step();
+    synchronize(options.device);  // the step's kernels are done before its time is read
     ++step;
     result.losses.push_back(loss_v);
     result.step_seconds.push_back(

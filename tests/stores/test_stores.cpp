@@ -94,7 +94,7 @@ TEST(Stores, LeastSquaresRecallsExactlyUpToDk) {
 
 TEST(Stores, OuterProductRecallsExactlyWithOrthonormalKeys) {
   torch::manual_seed(3);
-  auto Q = std::get<0>(torch::linalg::qr(torch::randn({64, 64}, torch::kFloat64)));  // orthonormal
+  auto Q = std::get<0>(torch::linalg_qr(torch::randn({64, 64}, torch::kFloat64)));  // orthonormal
   const auto V = unit_rows(64, 32, torch::kFloat64, 9);
   auto store = make_store(StoreSpec::parse("outer_product"), 64, 32);
   store->write(Q.t(), V);  // rows of Q^T are orthonormal
@@ -118,7 +118,7 @@ TEST(Stores, DeltaRuleWeightsMatchSequentialStateAndOrthonormalKeysAreExact) {
               1e-10);
   }
   torch::manual_seed(4);
-  auto Q = std::get<0>(torch::linalg::qr(torch::randn({16, 16}, torch::kFloat64)));
+  auto Q = std::get<0>(torch::linalg_qr(torch::randn({16, 16}, torch::kFloat64)));
   DeltaStore exact(DeltaStoreOptions(16, 8));
   exact->write(Q.t(), V.slice(0, 0, 16));
   EXPECT_LT((exact->forward(Q.t()) - V.slice(0, 0, 16)).abs().max().item<double>(), 1e-12);

@@ -45,6 +45,7 @@ TEST(BenchTrain, TinyRunReportsTheTrainersTimings) {
               1e-9 * r.mfu);
   auto j = nlohmann::json::parse(to_json(r));
   EXPECT_EQ(j["impl"], "recall-cpp");
+  EXPECT_EQ(j["device"], "cpu");
   for (const char* key : {"params", "tokens_per_s", "step_ms", "gemm_gflops", "mfu"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_THROW(bench_train(cfg, 2), std::invalid_argument);  // both steps would be warm-up

@@ -26,6 +26,7 @@ struct ExtrapolateConfig {
   std::vector<BetaRule> rules;
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size, as recall eval's
+  torch::Device device = torch::kCPU;  // where runs train and checkpoints are evaluated
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };

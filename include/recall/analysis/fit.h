@@ -49,6 +49,9 @@ struct FitConfig {
   double target = 0.99;  // fraction of memories that must be recalled
   int64_t m_max = 0;     // largest M tried; 0: 4 x parameters
   uint64_t seed = 0;
+  // Where the store trains. Memories and the starting point are drawn on the CPU first, so every
+  // device starts from the same numbers.
+  torch::Device device = torch::kCPU;
 
   // Throws std::invalid_argument naming the field, its value and the accepted range.
   void validate() const;

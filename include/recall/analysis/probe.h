@@ -32,6 +32,9 @@ struct ProbeConfig {
   int64_t rule_queries = 64;              // per trial, for the rule curves
   int64_t chunk = 4096;                   // memories per streamed chunk (speed/memory only)
   bool reference = false;  // compute every store through its module, one M at a time (slow, checks)
+  // Where the similarity and recall products run. Memories are drawn on the CPU (the same numbers
+  // on every device) and copied over block by block; least squares and delta stay on the CPU.
+  torch::Device device = torch::kCPU;
 
   // Throws std::invalid_argument naming the field, its value and the accepted range.
   void validate() const;

@@ -3,7 +3,12 @@
 // reference_kernels() and, when it is true, runs its plain torch-ops reference instead, so that a
 // whole training run can be compared against torch's own ops. The environment variable
 // RECALL_KERNELS (`fast`, the default, or `reference`) is read once; tests override it in scope.
+//
+// The fast paths are CPU code: on any other device (CUDA) each runs its torch-ops reference, the
+// same code that RECALL_KERNELS=reference runs on the CPU. fast_kernels(device) is the one test.
 #pragma once
+#include <c10/core/Device.h>
+
 #include <string>
 
 namespace recall {
@@ -18,6 +23,13 @@ Kernels kernels_from_environment();
 // is alive, else RECALL_KERNELS (read on the first call; a bad value counts as fast here, the CLI
 // refuses it at start through kernels_from_environment()).
 bool reference_kernels();
+
+// True when the fast paths may run on tensors of `device`: a CPU device and no reference override.
+// Under false every fast path runs its torch-ops reference (what it runs on CUDA), the
+// data-parallel step runs one backward over the whole batch, and the optimizer is torch's AdamW.
+inline bool fast_kernels(const c10::Device& device) {
+  return device.is_cpu() && !reference_kernels();
+}
 
 // Overrides the environment for its lifetime, on every thread (the data-parallel workers too).
 // Not nestable across threads: meant for tests.

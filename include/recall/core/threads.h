@@ -11,6 +11,4 @@ int default_threads();
 // The thread count a cgroup v2 cpu.max line allows ("200000 100000": 2; "150000 100000": 2, the
 // quota rounded up), or 0 for no quota ("max 100000") or an unreadable line.
 int cpu_quota_threads(const std::string& cpu_max);
-// Parses --device (cpu | cuda); throws UsageError when cuda is asked for and not available.
-std::string check_device(const std::string& device);
 }  // namespace recall

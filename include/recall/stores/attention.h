@@ -66,7 +66,7 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
   torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
   // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for
   // ssmax, (1, T) otherwise.
-  torch::Tensor logit_scale(int64_t T, torch::ScalarType dtype);
+  torch::Tensor logit_scale(int64_t T, const torch::TensorOptions& like);
   // Changes the rule; switching to ssmax without a learned scale adds one at its initial value.
   void set_rule(BetaRule rule);
   int64_t d_head() const { return options.d_model() / options.n_heads(); }

@@ -4,8 +4,9 @@
 // with several threads, one fork/join per op) dominates the optimiser; this removes it.
 //
 // Parameter groups, their options (lr, betas, eps, weight_decay) and the per-parameter state
-// (AdamWParamState: step, exp_avg, exp_avg_sq) are torch's own. Under RECALL_KERNELS=reference
-// (recall/core/kernels.h) step() is AdamW::step on that same state.
+// (AdamWParamState: step, exp_avg, exp_avg_sq) are torch's own. On a non-CPU device and under
+// RECALL_KERNELS=reference (fast_kernels in recall/core/kernels.h) step() is AdamW::step on that
+// same state.
 #pragma once
 #include <torch/torch.h>
 
@@ -15,8 +16,9 @@ namespace recall {
 
 class FusedAdamW : public torch::optim::AdamW {
  public:
-  // Parameters: contiguous float32 CPU tensors. Throws std::invalid_argument naming the value for a
-  // bad parameter or option (lr < 0, a beta outside [0, 1), eps <= 0, weight_decay < 0, amsgrad).
+  // Parameters: contiguous float32 tensors on one device. Throws std::invalid_argument naming the
+  // value for a bad parameter or option (lr < 0, a beta outside [0, 1), eps <= 0, weight_decay < 0,
+  // amsgrad).
   explicit FusedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
                       torch::optim::AdamWOptions defaults = {});
   explicit FusedAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOptions defaults = {});
@@ -36,6 +38,9 @@ class FusedAdamW : public torch::optim::AdamW {
 
   // Sets every gradient to none (undefined), so that the next backward writes instead of adding.
   void zero_grad();
+
+ private:
+  c10::Device device_{torch::kCPU};  // the parameters'
 };
 
 }  // namespace recall

@@ -15,19 +15,23 @@ namespace recall {
 struct BenchTrainResult {
   int64_t params = 0;
   double tokens_per_s = 0, step_ms = 0, gemm_gflops = 0, mfu = 0;
+  std::string device = "cpu";
 };
 
 // Trains `config` for its `steps` (steps > 0 overrides them; the warm-up steps are part of them)
-// with evaluation only at the end and no checkpoint before it. Throws std::invalid_argument when
-// there would be no timed step.
-BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0);
+// with evaluation only at the end and no checkpoint before it, on `device` (MFU then counts
+// against that device's fp32 GEMM rate). Throws std::invalid_argument when there would be no timed
+// step.
+BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
+                             const torch::Device& device = torch::kCPU);
 
-// One JSON line: {"impl":"recall-cpp","params":..,"tokens_per_s":..,"step_ms":..,
+// One JSON line: {"impl":"recall-cpp","device":"cpu","params":..,"tokens_per_s":..,"step_ms":..,
 // "gemm_gflops":..,"mfu":..}
 std::string to_json(const BenchTrainResult& result);
 
 // Reads the config (a file or a preset name), runs the benchmark and prints the JSON line. Returns
 // the process exit code.
-int run_bench_train(const std::string& config_path, int64_t steps);
+int run_bench_train(const std::string& config_path, int64_t steps,
+                    const torch::Device& device = torch::kCPU);
 
 }  // namespace recall

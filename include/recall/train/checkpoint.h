@@ -41,7 +41,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 // `path` is a checkpoint file or a run folder holding one.
 Checkpoint load_checkpoint(const std::string& path);
 
-// Module and optimizer state to and from torch archive bytes. Loading refuses an archive whose
+// Module and optimizer state to and from torch archive bytes. Loading puts the tensors on the
+// device of the parameters they replace, whatever device wrote them, and refuses an archive whose
 // parameter names or shapes differ from the module's.
 std::string module_bytes(const torch::nn::Module& module);
 void load_module_bytes(torch::nn::Module& module, const std::string& bytes);

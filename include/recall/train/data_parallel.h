@@ -19,8 +19,9 @@ namespace recall {
 
 // The trainer's loss on `batch` (x, y, mask: (B, T)): the mean cross-entropy over the scored
 // positions (mask true) of the whole batch. Adds its gradient into the parameters' .grad (an
-// undefined .grad takes the gradient itself). workers <= 1, B == 1 or RECALL_KERNELS=reference:
-// one backward over the whole batch on the calling thread, with torch's own threading. Returns the
+// undefined .grad takes the gradient itself). workers <= 1, B == 1, a batch on a non-CPU device or
+// RECALL_KERNELS=reference: one backward over the whole batch on the calling thread, with torch's
+// own threading. Returns the
 // loss.
 double data_parallel_backward(Transformer& model, const Batch& batch, int workers);
 

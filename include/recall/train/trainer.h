@@ -33,6 +33,9 @@ struct TrainOptions {
   bool reuse = false;        // resume when out_dir holds a run (a finished one is only evaluated)
   bool progress = true;      // the progress line on stderr
   bool print_config = true;  // with progress: the resolved config on stderr at start
+  // Where the model and its batches live (recall/core/device.h). Not part of the config: a run
+  // resumes on any device, and the checkpoint loads on any device.
+  torch::Device device = torch::kCPU;
   // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
   // from the CLI, or any value a caller chooses).
   std::function<int(int64_t step)> stop;
@@ -69,7 +72,11 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options);
 std::unique_ptr<Task> resolve_task(TrainConfig& config,
                                    const std::vector<int64_t>& vocabulary = {});
 
-// Mean cross-entropy and accuracy over the scored positions of `set`, summarised by the task.
+// The batch's tensors on `device`.
+Batch to_device(const Batch& batch, const torch::Device& device);
+
+// Mean cross-entropy and accuracy over the scored positions of `set` (on any device: each batch
+// goes to the model's), summarised by the task.
 std::map<std::string, double> evaluate(Transformer& model, const Task& task,
                                        const std::vector<Batch>& set);
 
@@ -84,6 +91,7 @@ struct Restored {
   std::vector<int64_t> vocabulary;  // text: id -> byte or codepoint
   Transformer model{nullptr};
 };
-Restored restore(const std::string& path);
+// The model is read on the CPU, then moved to `device`.
+Restored restore(const std::string& path, const torch::Device& device = torch::kCPU);
 
 }  // namespace recall

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds recall against the LibTorch inside PyPI's torch wheel (2.x, with or without CUDA) instead
+# of Debian's libtorch-dev, into build-torch2/, then runs the quick tests (ctest -LE slow).
+#
+#   RECALL_TORCH_VENV  the Python venv holding torch (default ~/.cache/recall/torch2-venv); created
+#                      with `pip install torch` when it does not exist
+#   RECALL_TORCH_PIP   what pip installs into a new venv (default: torch)
+#   RECALL_BUILD_DIR   the build folder (default build-torch2 in the repository)
+#   RECALL_JOBS        parallel compile jobs (default: all cores)
+#   RECALL_PREFIX_PATH more CMake prefixes (;-separated) where the other dependencies are found
+# Extra arguments go to cmake's configure step (e.g. -DCMAKE_PREFIX_PATH=... for the other
+# dependencies). A CUDA torch needs CUDA's compiler and libraries to link (nvcc on PATH or in
+# /usr/local/cuda); nothing CUDA has to run for the build and the CPU tests.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${RECALL_TORCH_VENV:-$HOME/.cache/recall/torch2-venv}
+build=${RECALL_BUILD_DIR:-$root/build-torch2}
+jobs=${RECALL_JOBS:-$(nproc)}
+
+if [ ! -x "$venv/bin/python3" ]; then
+  echo "build_torch2: creating $venv with pip install ${RECALL_TORCH_PIP:-torch}" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/python3" -m pip install --quiet ${RECALL_TORCH_PIP:-torch}
+fi
+prefix=$("$venv/bin/python3" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+version=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+echo "build_torch2: torch $version from $prefix" >&2
+
+cuda_args=()
+if [ -e "$prefix/../../lib/libtorch_cuda.so" ]; then
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [ -x "$nvcc" ] || { echo "build_torch2: this torch is built with CUDA; nvcc is needed" >&2; exit 2; }
+  cuda_args+=(-DCUDAToolkit_ROOT="$(dirname "$(dirname "$(readlink -f "$nvcc")")")"
+    -DCMAKE_CUDA_COMPILER="$nvcc")
+  # The wheel's CUDA libraries (cuDNN, cuBLAS, NCCL ...) live in the venv's nvidia/ packages; the
+  # linker follows libtorch_cuda's needs there.
+  link_dirs=$(find "$prefix/../../../nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | paste -sd: || true)
+  [ -n "$link_dirs" ] && cuda_args+=(-DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$link_dirs"
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$link_dirs")
+fi
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+# The wheel's folder goes first in the prefix path: torch's config finds its libraries with
+# find_library, which would otherwise take a system LibTorch (Debian's) over the wheel's.
+torch_root=$(dirname "$(dirname "$prefix")")
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_root${RECALL_PREFIX_PATH:+;$RECALL_PREFIX_PATH}" \
+  "${launcher[@]}" "${cuda_args[@]}" "$@"
+start=$(date +%s)
+cmake --build "$build" -j"$jobs"
+echo "build_torch2: built in $(($(date +%s) - start)) s" >&2
+start=$(date +%s)
+ctest --test-dir "$build" -LE slow -j"$jobs" --output-on-failure
+echo "build_torch2: quick tests passed in $(($(date +%s) - start)) s (torch $version)" >&2
