@@ -9,6 +9,10 @@ namespace recall::cli {
 
 using Action = std::function<int()>;
 
+// What --checkpoint takes, in every command that reads one (restore() in recall/train/trainer.h).
+inline constexpr const char* kCheckpointHelp =
+    "run folder (its last checkpoint) or checkpoint file (RUN/best.bin: lowest validation loss)";
+
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);
