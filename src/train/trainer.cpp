@@ -223,9 +223,9 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     write_file_atomic(metrics_file, "");
   std::ofstream metrics(metrics_file, std::ios::app);
   if (options.progress && options.print_config)
-    fmt::print("# resolved config\n{}", config.to_toml());
-  if (options.progress && !task->description().empty()) fmt::print("# {}\n", task->description());
-  std::fflush(stdout);
+    fmt::print(stderr, "# resolved config\n{}", config.to_toml());
+  if (options.progress && !task->description().empty())
+    fmt::print(stderr, "# {}\n", task->description());
 
   // The lowest validation loss so far, kept in best.bin beside the last checkpoint; on resume,
   // from the records the run kept.
