@@ -17,7 +17,7 @@ void add_eval(CLI::App& root, Action& action) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("eval", "score a checkpoint on its task");
-  cmd->add_option("--checkpoint", args->checkpoint, "run folder or checkpoint file")->required();
+  cmd->add_option("--checkpoint", args->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--seq-len", args->seq_len, "sequence length (default: the training length)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--rule", args->rule, "attention beta rule: none, su, qwen, yarn, ssmax")

@@ -18,7 +18,7 @@ void add_export(CLI::App& root, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand(
       "export", "write a checkpoint's weights for PyTorch (torch.load) with config.json");
-  cmd->add_option("--checkpoint", args->checkpoint, "run folder or checkpoint file")->required();
+  cmd->add_option("--checkpoint", args->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--out", args->out, "folder for model.pt and config.json")->required();
   cmd->callback([args, &action] {
     check_output_dir("--out", args->out);

@@ -21,7 +21,7 @@ void add_inspect(CLI::App& root, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand("inspect", "a checkpoint's layers as memory stores");
-  cmd->add_option("--checkpoint", o->checkpoint, "run folder or checkpoint file")->required();
+  cmd->add_option("--checkpoint", o->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--lengths", o->lengths, "mqar lengths, multiples of the training length")
       ->delimiter(',')
       ->capture_default_str();

@@ -37,7 +37,7 @@ void add_sample(CLI::App& root, Action& action) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("sample", "generate from a checkpoint");
-  cmd->add_option("--checkpoint", args->checkpoint, "run folder or checkpoint file")->required();
+  cmd->add_option("--checkpoint", args->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--prompt", args->prompt, "text to continue (token ids for mqar and facts)");
   cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", args->temperature, "0 picks the most likely token")

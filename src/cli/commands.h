@@ -19,6 +19,10 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {
       ->capture_default_str();
 }
 
+// What --checkpoint takes, in every command that reads one (restore() in recall/train/trainer.h).
+inline constexpr const char* kCheckpointHelp =
+    "run folder (its last checkpoint) or checkpoint file (RUN/best.bin: lowest validation loss)";
+
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);

@@ -137,6 +137,10 @@ std::string checkpoint_path(const std::string& run_dir) {
   return (std::filesystem::path(run_dir) / "checkpoint.bin").string();
 }
 
+std::string best_checkpoint_path(const std::string& run_dir) {
+  return (std::filesystem::path(run_dir) / "best.bin").string();
+}
+
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   const std::string bytes = encode_checkpoint(ckpt);
   decode_checkpoint(bytes, path);  // never let a file that would be refused replace a good one

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <unordered_map>
 
 #include "recall/core/error.h"
@@ -70,6 +71,36 @@ std::vector<int64_t> to_units(const std::string& bytes, TextUnits kind, const st
   return units;
 }
 
+// One file of a folder, normalised so that the corpus is the same bytes on every machine and
+// carries no file-format markup: line endings become \n; a line that is exactly "%" (the fortune
+// separator) becomes a blank line; other control bytes except tab are dropped (the backspace
+// overstrikes and bells of old terminals); the text ends with \n.
+std::string normalise(const std::string& raw) {
+  std::string out;
+  out.reserve(raw.size() + 1);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c == '\r') {
+      if (i + 1 < raw.size() && raw[i + 1] == '\n') continue;
+      out += '\n';
+    } else if (c == '\n' || c == '\t' || static_cast<unsigned char>(c) >= 0x20) {
+      out += c;
+    }
+  }
+  std::string text;
+  text.reserve(out.size() + 1);
+  size_t begin = 0;
+  while (begin < out.size()) {
+    size_t end = out.find('\n', begin);
+    if (end == std::string::npos) end = out.size();
+    const std::string_view line(out.data() + begin, end - begin);
+    if (line != "%") text += line;
+    text += '\n';
+    begin = end + 1;
+  }
+  return text;
+}
+
 std::string describe(int64_t unit, TextUnits kind) {
   return kind == TextUnits::kByte ? fmt::format("byte 0x{:02x}", unit)
                                   : fmt::format("U+{:04X}", unit);
@@ -77,15 +108,49 @@ std::string describe(int64_t unit, TextUnits kind) {
 
 }  // namespace
 
+TextSource read_text_source(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string name = path.empty() ? std::string(kDefaultTextCorpus) : path;
+  std::error_code ec;
+  if (path.empty() && !fs::is_directory(name, ec))
+    throw std::invalid_argument(fmt::format(
+        "text_file is not set and the default corpus {} is missing: install Debian's fortunes "
+        "package (scripts/setup.sh) or set text_file to a UTF-8 file or folder",
+        name));
+  TextSource source;
+  source.name = name;
+  if (!fs::is_directory(name, ec)) {
+    source.text = read_file("text_file", name);
+    source.files = 1;
+    return source;
+  }
+  // Regular files only (a symbolic link repeats a file; a subfolder holds other languages in
+  // Debian's fortunes), without the .dat indexes, in byte order of their names.
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(name, ec))
+    if (entry.is_regular_file(ec) && !entry.is_symlink(ec) && entry.path().extension() != ".dat")
+      files.push_back(entry.path().filename().string());
+  check_arg(!ec, fmt::format("text_file {}: cannot list the folder: {}", name, ec.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files)
+    source.text += normalise(read_file("text_file", (fs::path(name) / f).string()));
+  source.files = static_cast<int64_t>(files.size());
+  check_arg(!files.empty(),
+            fmt::format("text_file {}: the folder holds no text files; name a file or a folder "
+                        "of text files",
+                        name));
+  return source;
+}
+
 TextTask::TextTask(TextUnits units, std::vector<int64_t> vocabulary)
     : unit_kind_(units), units_(std::move(vocabulary)) {}
 
 TextTask::TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary)
     : unit_kind_(config.text_units), units_(std::move(vocabulary)) {
-  const auto units = to_units(read_file("text_file", config.text_file), unit_kind_,
-                              "text_file " + config.text_file);
+  const TextSource source = read_text_source(config.text_file);
+  const auto units = to_units(source.text, unit_kind_, "text_file " + source.name);
   check_arg(units.size() >= 2, fmt::format("text_file {}: holds {} characters; it needs at least 2",
-                                           config.text_file, units.size()));
+                                           source.name, units.size()));
   if (units_.empty()) {
     units_ = units;
     std::sort(units_.begin(), units_.end());
@@ -98,13 +163,18 @@ TextTask::TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary)
     auto it = id.find(units[i]);
     check_arg(it != id.end(),
               fmt::format("text_file {}: contains {}, which the checkpoint's vocabulary lacks",
-                          config.text_file, describe(units[i], unit_kind_)));
+                          source.name, describe(units[i], unit_kind_)));
     ids[i] = it->second;
   }
   const auto n_val = std::max<size_t>(
       1, static_cast<size_t>(std::floor(config.val_fraction * static_cast<double>(ids.size()))));
   train_.assign(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(n_val));
   val_.assign(ids.end() - static_cast<std::ptrdiff_t>(n_val), ids.end());
+  description_ = fmt::format(
+      "text: {} ({} {}, {} {}s, vocabulary {}): training on the first {}, validation on the last "
+      "{} ({} of the text)",
+      source.name, source.files, source.files == 1 ? "file" : "files", units.size(),
+      to_string(unit_kind_), units_.size(), train_.size(), val_.size(), config.val_fraction);
 }
 
 Batch TextTask::windows(const std::vector<int64_t>& data, int64_t batch, int64_t seq_len,

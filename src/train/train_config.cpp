@@ -4,6 +4,7 @@
 #include "recall/train/train_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -292,8 +293,7 @@ void TrainConfig::validate() const {
                             model.vocab_size, vocab));
       break;
     }
-    case TaskKind::kText:
-      check_arg(!task.text_file.empty(), "text_file = \"\": task text needs a UTF-8 file to learn");
+    case TaskKind::kText:  // an empty text_file is the default corpus
       break;
   }
 }
@@ -338,10 +338,8 @@ TrainConfig train_config_from_file(const std::string& path,
     return train_config_from_toml(*preset, "preset " + path, overrides, ".");
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
-    throw UsageError(fmt::format(
-        "--config {}: no such file; give a TOML file or a preset (mqar-tiny, facts-tiny, "
-        "text-tiny, bench-gpt)",
-        path));
+    throw UsageError(fmt::format("--config {}: no such file; give a TOML file or a preset ({})",
+                                 path, fmt::join(preset_names(), ", ")));
   const std::string text = read_file("--config", path);
   const auto dir = std::filesystem::path(path).parent_path().string();
   return train_config_from_toml(text, path, overrides, dir.empty() ? "." : dir);

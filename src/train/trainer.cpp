@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -87,6 +88,22 @@ nlohmann::json to_json(const std::map<std::string, double>& m) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : m) j[k] = v;
   return j;
+}
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The lowest evaluation loss recorded in a metrics file; infinity when there is none.
+double best_eval_loss(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  double best = kInfinity;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("eval") && j["eval"].contains("loss") &&
+        j["eval"]["loss"].is_number())
+      best = std::min(best, j["eval"]["loss"].get<double>());
+  }
+  return best;
 }
 
 }  // namespace
@@ -215,8 +232,14 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   std::ofstream metrics(metrics_file, std::ios::app);
   if (options.progress && options.print_config)
     fmt::print(stderr, "# resolved config\n{}", config.to_toml());
+  if (options.progress && !task->description().empty())
+    fmt::print(stderr, "# {}\n", task->description());
 
-  auto save = [&] {
+  // The lowest validation loss so far, kept in best.bin beside the last checkpoint; on resume,
+  // from the records the run kept.
+  const std::string best_file = best_checkpoint_path(options.out_dir);
+  double best_loss = resume ? best_eval_loss(metrics_file) : kInfinity;
+  auto save = [&](const std::string& path) {
     for (const auto& p : model->parameters())
       if (!torch::isfinite(p).all().item<bool>())
         throw NonFiniteError(
@@ -225,9 +248,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                         step));
     std::ostringstream task_rng;
     task_rng << rng;
-    save_checkpoint(ckpt_file,
-                    {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
-                     module_bytes(*model), optimizer_bytes(optimizer)});
+    save_checkpoint(path, {config.to_toml(), step, task_rng.str(), torch_rng_state(),
+                           task->vocabulary(), module_bytes(*model), optimizer_bytes(optimizer)});
   };
   const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
   auto run_eval = [&] {
@@ -235,8 +257,14 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     auto m = evaluate(model, *task, eval_set);
     metrics << nlohmann::json{{"step", step}, {"eval", to_json(m)}}.dump() << "\n" << std::flush;
     if (options.progress)
-      fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}\n", step, m["loss"],
-                 m["accuracy"]);
+      fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}{}\n", step, m["loss"],
+                 m["accuracy"],
+                 m.count("bits_per_char") ? fmt::format(" bits/char {:.4f}", m["bits_per_char"])
+                                          : std::string());
+    if (m["loss"] < best_loss) {
+      best_loss = m["loss"];
+      save(best_file);
+    }
     return m;
   };
 
@@ -295,10 +323,10 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                    format_duration(secs / (step - first) * (tc.steps - step)));
     }
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();
-    if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save();
+    if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save(ckpt_file);
     if (options.stop) {
       if (int s = options.stop(step)) {
-        save();
+        save(ckpt_file);
         result.stopped_by = s;
         result.step = step;
         return result;
@@ -306,7 +334,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     }
   }
   result.eval = run_eval();
-  if (step > first || !resume) save();  // a finished run that was only evaluated is unchanged
+  if (step > first || !resume)
+    save(ckpt_file);  // a finished run that was only evaluated is unchanged
   result.step = step;
   return result;
 }

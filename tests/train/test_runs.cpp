@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "recall/train/presets.h"
 #include "recall/train/trainer.h"
@@ -13,7 +14,7 @@ namespace {
 using test::TempDir;
 
 TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
-  for (const char* name : {"mqar-tiny", "facts-tiny", "text-tiny", "bench-gpt"}) {
+  for (const char* name : {"mqar-tiny", "facts-tiny", "text-tiny", "text-small", "bench-gpt"}) {
     const std::string file = std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml";
     const auto c = train_config_from_file(file);
     EXPECT_GE(c.trainer.steps, 1) << name;
@@ -24,7 +25,7 @@ TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
     ASSERT_TRUE(text) << name;
     EXPECT_EQ(*text, test::read_text(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml"));
   }
-  EXPECT_EQ(preset_names().size(), 4u);  // mqar-tiny, facts-tiny, text-tiny, bench-gpt
+  EXPECT_EQ(preset_names().size(), 5u);  // mqar-tiny, facts-tiny, text-tiny, text-small, bench-gpt
   EXPECT_FALSE(preset_toml("missing"));
 }
 
@@ -61,6 +62,10 @@ TEST(TrainRuns, EvalAndSampleFromTheCli) {
       << "the resolved config is printed on stderr, with the file relative to the config";
   EXPECT_EQ(nlohmann::json::parse(trained.out)["step"], 60) << "stdout carries the summary alone";
   EXPECT_NE(trained.err.find("tok/s"), std::string::npos);
+  EXPECT_NE(trained.err.find("bits/char"), std::string::npos) << "the eval line of a text run";
+  EXPECT_NE(trained.err.find("# text: " + (dir / "corpus.txt") + " (1 file, 1440 bytes"),
+            std::string::npos)
+      << "the corpus size and split are printed";
 
   const auto eval =
       test::run_cli({"eval", "--checkpoint", dir / "run", "--seq-len", "64", "--rule", "su"}, dir);
@@ -80,6 +85,46 @@ TEST(TrainRuns, EvalAndSampleFromTheCli) {
   const auto bad = test::run_cli({"sample", "--checkpoint", dir / "run", "--prompt", "xyz"}, dir);
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("not in the model's vocabulary"), std::string::npos) << bad.err;
+}
+
+// best.bin holds the state at the evaluation of lowest validation loss; eval reads it by its path.
+// The training text cycles a..h forwards and the held-out tail backwards, so learning the one
+// raises the loss on the other and the best is not the last.
+TEST(TrainRuns, BestCheckpointIsTheLowestValidationLoss) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 2700; ++i) text += static_cast<char>('a' + i % 8);
+  for (int i = 0; i < 300; ++i) text += static_cast<char>('h' - i % 8);
+  test::write_text(dir / "corpus.txt", text);
+  test::write_text(dir / "t.toml",
+                   "task = \"text\"\ntext_file = \"corpus.txt\"\nseq_len = 32\n"
+                   "d_model = 32\nn_layers = 1\nn_heads = 2\nsteps = 40\nbatch_size = 16\n"
+                   "lr = 1e-2\nmin_lr = 1e-2\nwarmup_steps = 5\nweight_decay = 0\n"
+                   "eval_every = 10\neval_batches = 2\nlog_every = 20\n");
+  const auto trained = test::run_cli(
+      {"train", "--config", dir / "t.toml", "--out", dir / "run", "--threads", "1"}, dir);
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  double best = 1e9, last = 0;
+  int64_t best_step = -1;
+  std::istringstream metrics(test::read_text(dir / "run/metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("eval")) continue;
+    last = j["eval"]["loss"].get<double>();
+    if (last < best) best = last, best_step = j["step"].get<int64_t>();
+  }
+  EXPECT_GT(last, best * 1.02) << "the held-out loss rises, so the best is not the last";
+  const auto at_best =
+      test::run_cli({"eval", "--checkpoint", dir / "run/best.bin", "--threads", "1"}, dir);
+  ASSERT_EQ(at_best.code, 0) << at_best.err;
+  const auto j = nlohmann::json::parse(at_best.out);
+  EXPECT_EQ(j["step"].get<int64_t>(), best_step);
+  EXPECT_NEAR(j["loss"].get<double>(), best, 1e-5);
+  EXPECT_NEAR(j["bits_per_char"].get<double>(), best / std::log(2.0), 1e-5);
+  const auto at_last = test::run_cli({"eval", "--checkpoint", dir / "run", "--threads", "1"}, dir);
+  ASSERT_EQ(at_last.code, 0) << at_last.err;
+  EXPECT_EQ(nlohmann::json::parse(at_last.out)["step"].get<int64_t>(), 40);
+  EXPECT_NEAR(nlohmann::json::parse(at_last.out)["loss"].get<double>(), last, 1e-5);
 }
 
 }  // namespace

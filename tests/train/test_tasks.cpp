@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 
 #include "recall/train/task.h"
@@ -102,6 +103,62 @@ TEST(TextTask, CodepointVocabularyRoundTrip) {
   EXPECT_TRUE(b.x.slice(1, 1).equal(b.y.slice(1, 0, 7)));  // targets are the next character
   tc.text_units = TextUnits::kByte;
   EXPECT_EQ(TextTask(tc).vocab_size(), 15);  // 9 ASCII + 6 distinct bytes of é, ö, ∑
+}
+
+// A folder is its regular files in name order, each normalised; links, .dat indexes and subfolders
+// are left out (Debian's fortunes keeps symlinked duplicates and other languages there).
+TEST(TextTask, FolderIsItsFilesInNameOrderNormalised) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "corpus/de");
+  test::write_text(dir / "corpus/b", "x\r\n%\r\ny\rz");
+  test::write_text(dir / "corpus/a", "he\bhello\n%\nworld\a\tend\n%\n");
+  test::write_text(dir / "corpus/a.dat", "index");
+  test::write_text(dir / "corpus/de/c", "hallo");
+  std::filesystem::create_symlink("a", dir / "corpus/a.u8");
+  const TextSource s = read_text_source(dir / "corpus");
+  EXPECT_EQ(s.files, 2);
+  EXPECT_EQ(s.text, "hehello\n\nworld\tend\n\nx\n\ny\nz\n");
+  // a file is read as it is
+  EXPECT_EQ(read_text_source(dir / "corpus/b").text, "x\r\n%\r\ny\rz");
+  try {
+    read_text_source(dir / "corpus/de/missing");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+}
+
+// Validation is the contiguous tail: with the last tenth all 'b', every evaluation window is 'b'
+// and no training window sees one.
+TEST(TextTask, ValidationIsTheHeldOutTail) {
+  test::TempDir dir;
+  test::write_text(dir / "t.txt", std::string(90, 'a') + std::string(10, 'b'));
+  TaskConfig tc;
+  tc.kind = TaskKind::kText;
+  tc.text_file = dir / "t.txt";
+  tc.val_fraction = 0.1;
+  TextTask task(tc);
+  Rng rng(1);
+  for (const Batch& b : task.eval_set(4, 8, 6, rng)) EXPECT_TRUE(b.x.eq(1).all().item<bool>());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(task.sample(8, 6, rng).y.eq(0).all().item<bool>());
+  EXPECT_NE(task.description().find("training on the first 90, validation on the last 10"),
+            std::string::npos)
+      << task.description();
+}
+
+// The default corpus is what scripts/setup.sh installs: Debian's fortunes, over 1 MB once
+// normalised, with no separator lines or carriage returns left.
+TEST(TextTask, DefaultCorpusIsInstalledAndNormalised) {
+  ASSERT_TRUE(std::filesystem::is_directory(kDefaultTextCorpus))
+      << kDefaultTextCorpus << " is missing: install Debian's fortunes (scripts/setup.sh)";
+  const TextSource s = read_text_source("");
+  EXPECT_EQ(s.name, kDefaultTextCorpus);
+  EXPECT_GE(s.text.size(), size_t{1} << 20);
+  EXPECT_GE(s.files, 30);
+  EXPECT_EQ(s.text.find("\n%\n"), std::string::npos);
+  EXPECT_EQ(s.text.find('\r'), std::string::npos);
+  EXPECT_EQ(s.text.find('\b'), std::string::npos);
+  EXPECT_EQ(s.text.back(), '\n');
 }
 
 TEST(TextTask, InvalidUtf8NamesOffset) {

@@ -33,12 +33,14 @@ std::string encode_checkpoint(const Checkpoint& ckpt);
 // `source` names the bytes in messages (a path).
 Checkpoint decode_checkpoint(std::string_view bytes, const std::string& source);
 
-// The checkpoint file inside a run folder.
+// The checkpoint files inside a run folder: the last (what a folder path loads, and what --resume
+// continues) and the one of lowest validation loss (load it by naming the file).
 std::string checkpoint_path(const std::string& run_dir);
+std::string best_checkpoint_path(const std::string& run_dir);
 // Encodes, checks that the bytes decode, and writes atomically: the previous file stays until the
 // new one is complete on disk.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
-// `path` is a checkpoint file or a run folder holding one.
+// `path` is a checkpoint file (RUN/best.bin for the best) or a run folder (its last checkpoint).
 Checkpoint load_checkpoint(const std::string& path);
 
 // Module and optimizer state to and from torch archive bytes. Loading puts the tensors on the

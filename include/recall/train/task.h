@@ -41,6 +41,9 @@ class Task {
   virtual std::string decode(const std::vector<int64_t>& ids) const;
   // The text vocabulary (units in id order) that a checkpoint stores; empty for synthetic tasks.
   virtual std::vector<int64_t> vocabulary() const { return {}; }
+  // One line on the data (text: corpus, size, split) printed at the start of training; may be
+  // empty.
+  virtual std::string description() const { return {}; }
 };
 
 // Multi-query associative recall (Zoology): a context k1 v1 ... kN vN of distinct keys from
@@ -81,8 +84,23 @@ class FactsTask : public Task {
   std::vector<int64_t> subject_, relation_, object_;  // one entry per fact
 };
 
-// Character-level language modelling of a UTF-8 file: the vocabulary is the sorted set of bytes or
-// codepoints in the file; the last val_fraction of the file is held out for evaluation.
+// The corpus the text task reads when text_file is not set: Debian's fortunes package, about
+// 2.5 MB of English in 43 files.
+inline constexpr const char* kDefaultTextCorpus = "/usr/share/games/fortunes";
+
+// The text of a text_file: a file as it is, or a folder as the concatenation of its regular files
+// (not links, not *.dat, not subfolders) in sorted name order, each normalised (line endings to \n,
+// "%" separator lines to blank lines, control bytes other than tab dropped). An empty path is the
+// default corpus. Throws std::invalid_argument naming the path when it cannot be read.
+struct TextSource {
+  std::string name;   // the path read
+  std::string text;   // the bytes
+  int64_t files = 0;  // files read
+};
+TextSource read_text_source(const std::string& path);
+
+// Character-level language modelling of a UTF-8 text (read_text_source): the vocabulary is the
+// sorted set of bytes or codepoints in it; the last val_fraction of it is held out for evaluation.
 class TextTask : public Task {
  public:
   // `vocabulary`, when given (from a checkpoint), must cover the file; otherwise it is built.
@@ -98,12 +116,14 @@ class TextTask : public Task {
   std::vector<int64_t> encode(const std::string& text) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   std::vector<int64_t> vocabulary() const override { return units_; }
+  std::string description() const override { return description_; }
 
  private:
   Batch windows(const std::vector<int64_t>& data, int64_t batch, int64_t seq_len, Rng& rng) const;
   TextUnits unit_kind_;
   std::vector<int64_t> units_;  // id -> byte or codepoint
   std::vector<int64_t> train_, val_;
+  std::string description_;
 };
 
 // Builds the task of `config` (reading the text file for text). For text, `vocabulary` is the one a

@@ -23,9 +23,11 @@ struct TaskConfig {
   int64_t facts_subjects = 200;
   int64_t facts_relations = 10;
   int64_t facts_objects = 64;
-  std::string text_file;  // UTF-8 corpus; a relative path in a config file is relative to that file
+  // UTF-8 corpus, a file or a folder; empty: the default corpus (task.h). A relative path in a
+  // config file is relative to that file.
+  std::string text_file;
   TextUnits text_units = TextUnits::kByte;
-  double val_fraction = 0.1;  // text: tail of the file held out for evaluation
+  double val_fraction = 0.1;  // text: contiguous tail of the text held out for evaluation
 };
 
 struct TrainerConfig {

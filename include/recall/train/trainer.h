@@ -2,7 +2,8 @@
 // global gradient-norm clip and the fused AdamW (recall/train/adamw.h), with warmup then cosine
 // decay of the learning rate; periodic evaluation, metrics as JSON lines (DIR/metrics.jsonl), a
 // progress line on stderr, and checkpoints (DIR/checkpoint.bin) from which --resume continues
-// exactly: the same losses as a run that never stopped, given the same thread count.
+// exactly: the same losses as a run that never stopped, given the same thread count. At each
+// evaluation that lowers the validation loss, the state is also written to DIR/best.bin.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,7 +29,7 @@ class NonFiniteError : public std::runtime_error {
 };
 
 struct TrainOptions {
-  std::string out_dir;       // holds checkpoint.bin, metrics.jsonl, config.toml
+  std::string out_dir;       // holds checkpoint.bin, best.bin, metrics.jsonl, config.toml
   bool resume = false;       // continue from out_dir/checkpoint.bin (its config must match)
   bool reuse = false;        // resume when out_dir holds a run (a finished one is only evaluated)
   bool progress = true;      // the progress line on stderr
@@ -84,7 +85,8 @@ std::map<std::string, double> evaluate(Transformer& model, const Task& task,
 void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_toml,
                              const std::string& source);
 
-// A trained model restored from a checkpoint (a file or a run folder) for evaluation or sampling.
+// A trained model restored from a checkpoint for evaluation or sampling: a run folder gives its
+// last checkpoint (RUN/checkpoint.bin), a file path that file, so RUN/best.bin is the best one.
 struct Restored {
   TrainConfig config;
   int64_t step = 0;
