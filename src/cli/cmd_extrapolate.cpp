@@ -53,12 +53,17 @@ void add_extrapolate(CLI::App& root, Action& action) {
     if (!o->json.empty()) check_output_path("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     o->config.progress = true;
+    o->config.stop = stop_on_signal();
     action = [o] {
-      const auto points = extrapolate(o->config);
-      std::fputs(extrapolate_table(points).c_str(), stdout);
-      if (!o->json.empty()) write_file_atomic(o->json, extrapolate_json(points));
-      if (!o->plot.empty()) write_extrapolate_plot(points, o->plot);
-      return 0;
+      return run_stoppable(
+          [o] {
+            const auto points = extrapolate(o->config);
+            std::fputs(extrapolate_table(points).c_str(), stdout);
+            if (!o->json.empty()) write_file_atomic(o->json, extrapolate_json(points));
+            if (!o->plot.empty()) write_extrapolate_plot(points, o->plot);
+            return 0;
+          },
+          "the same command resumes the runs in --out");
     };
   });
 }

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "recall/analysis/fit.h"
 #include "recall/core/io.h"
+#include "recall/core/machine.h"
 
 namespace recall::cli {
 
@@ -11,6 +12,7 @@ void add_fit(CLI::App& root, Action& action) {
   struct Opts {
     std::string kind = "mlp-relu2", json;
     FitConfig config;
+    int64_t max_memory = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand("fit", "empirical capacity of a trained store");
@@ -28,11 +30,15 @@ void add_fit(CLI::App& root, Action& action) {
   cmd->add_option("--seed", o->config.seed, "seed of memories and initialisation")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  add_max_memory(cmd, o->max_memory);
   cmd->callback([o, &action] {
     o->config.kind = fit_kind_from_string(o->kind);
     o->config.validate();
     if (!o->json.empty()) check_output_path("--json", o->json);
     action = [o] {
+      std::string parts;
+      const double bytes = o->config.estimate_memory(&parts);
+      check_memory("fit", bytes, parts, o->max_memory);
       const FitResult r = fit_capacity(o->config);
       std::fputs(fit_table(r).c_str(), stdout);
       if (!o->json.empty()) write_file_atomic(o->json, fit_json(r));

@@ -16,23 +16,9 @@ int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
   recall::keep_freed_memory();
   CLI::App app{"recall: transformer layers as associative memory stores"};
-  app.require_subcommand(1);
-  app.fallthrough();  // --threads may come after the subcommand
   int threads = 0;
-  app.add_option("--threads", threads, "intra-op threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
-
   recall::cli::Action action;
-  recall::cli::add_theory(app, action);
-  recall::cli::add_probe(app, action);
-  recall::cli::add_bench(app, action);
-  recall::cli::add_train(app, action);
-  recall::cli::add_eval(app, action);
-  recall::cli::add_sample(app, action);
-  recall::cli::add_fit(app, action);
-  recall::cli::add_inspect(app, action);
-  recall::cli::add_extrapolate(app, action);
-  recall::cli::add_report(app, action);
+  recall::cli::add_commands(app, action, threads);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,180 @@
+// Crash safety of the real binary: a training run killed with SIGKILL at random moments (during
+// steps, metric writes and checkpoint writes alike) always leaves a checkpoint that loads, and
+// resuming from it again and again ends with the same per-step losses and the same final
+// checkpoint bytes as a run that was never killed. A second SIGINT ends a run at once.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "recall/train/checkpoint.h"
+#include "train_test_util.h"
+
+namespace recall {
+namespace {
+
+using test::TempDir;
+
+std::vector<std::string> train_args(const std::string& cfg, const std::string& out, int steps) {
+  return {"train", "--config",           cfg,     "--set",           fmt::format("steps={}", steps),
+          "--set", "checkpoint_every=1", "--set", "peak_flops=1e12", "--out",
+          out,     "--threads",          "1"};
+}
+
+// step -> its metrics line without the timings (loss, lr, grad_norm).
+std::map<int64_t, std::string> step_losses(const std::string& metrics_file) {
+  std::map<int64_t, std::string> out;
+  std::istringstream in(test::read_text(metrics_file));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    j.erase("tokens_per_s");
+    j.erase("mfu");
+    out[j["step"].get<int64_t>()] = j.dump();
+  }
+  return out;
+}
+
+struct KillStats {
+  int kills = 0, resumes = 0, mid_write = 0, before_first_checkpoint = 0;
+};
+
+// Trains `steps` steps into dir/killed, killing the process after a random delay in
+// [0, max_delay) each time and restarting it (with --resume once a checkpoint exists) until a run
+// finishes; after every kill the checkpoint must load and never go back in steps.
+KillStats kill_until_done(const TempDir& dir, const std::string& cfg, int steps,
+                          std::chrono::microseconds max_delay, uint32_t seed) {
+  KillStats s;
+  const std::string out = dir / "killed";
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> delay(0, max_delay.count());
+  int64_t last_step = 0;
+  for (int round = 0; round < 2000; ++round) {
+    auto args = train_args(cfg, out, steps);
+    const bool resume = std::filesystem::exists(out + "/checkpoint.bin");
+    if (resume) args.push_back("--resume"), ++s.resumes;
+    test::Proc p = test::spawn_cli(args, dir);
+    std::this_thread::sleep_for(std::chrono::microseconds(delay(rng)));
+    ::kill(p.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(p.pid, &status, 0);
+    if (WIFEXITED(status)) {  // it finished before the kill
+      EXPECT_EQ(WEXITSTATUS(status), 0) << test::read_text(p.err_file);
+      return s;
+    }
+    EXPECT_EQ(WTERMSIG(status), SIGKILL);
+    ++s.kills;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(out, ec))
+      if (e.path().filename().string().rfind(".checkpoint.bin.tmp", 0) == 0) {
+        ++s.mid_write;
+        break;
+      }
+    if (!std::filesystem::exists(out + "/checkpoint.bin")) {
+      ++s.before_first_checkpoint;
+      EXPECT_EQ(last_step, 0) << "the checkpoint disappeared";
+      continue;
+    }
+    const int64_t at = load_checkpoint(out).step;  // throws if it is torn
+    EXPECT_GE(at, last_step);
+    last_step = at;
+  }
+  ADD_FAILURE() << "the run did not finish in 2000 restarts";
+  return s;
+}
+
+void kill_test(int steps, int kills_wanted, uint32_t seed) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  // The run never killed, timed to spread the kills over a run's length.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto straight = test::run_cli(train_args(cfg, dir / "straight", steps), dir);
+  ASSERT_EQ(straight.code, 0) << straight.err;
+  const auto whole =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  const KillStats s = kill_until_done(dir, cfg, steps, 2 * whole / kills_wanted, seed);
+  std::printf(
+      "[ killed ] %d kills (%d during a checkpoint write, %d before the first checkpoint), %d "
+      "resumes, %d steps, one run %.2f s\n",
+      s.kills, s.mid_write, s.before_first_checkpoint, s.resumes, steps,
+      static_cast<double>(whole.count()) / 1e6);
+  EXPECT_GE(s.kills, 1);
+  EXPECT_EQ(step_losses(dir / "killed/metrics.jsonl"), step_losses(dir / "straight/metrics.jsonl"));
+  EXPECT_EQ(step_losses(dir / "straight/metrics.jsonl").size(), static_cast<size_t>(steps));
+  EXPECT_EQ(test::read_text(dir / "killed/checkpoint.bin"),
+            test::read_text(dir / "straight/checkpoint.bin"));
+  for (const auto& e : std::filesystem::directory_iterator(dir / "killed"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos)
+        << e.path() << " left over";
+}
+
+TEST(CrashSafety, KilledAtRandomPointsResumesToTheSameLosses) {
+  kill_test(/*steps=*/40, /*kills_wanted=*/8, /*seed=*/1);
+}
+
+// The longer version: many more kills over a longer run.
+TEST(CrashSafetyLong, KilledAtRandomPointsResumesToTheSameLosses) {
+  kill_test(/*steps=*/200, /*kills_wanted=*/60, /*seed=*/2);
+}
+
+// extrapolate trains one run per rule: SIGINT stops the run in progress after a checkpoint, the
+// command exits 130 naming how to resume, and the same command then finishes every run.
+TEST(CrashSafety, ExtrapolateStopsOnSigintAndResumes) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  const std::vector<std::string> args = {
+      "extrapolate", "--config", cfg,     "--set",   "steps=300", "--rules", "none,su",
+      "--lengths",   "1,2",      "--out", dir / "x", "--threads", "1"};
+  test::Proc p = test::spawn_cli(args, dir);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (test::read_text(dir / "x/none/metrics.jsonl").size() < 200 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(p.pid, SIGINT);
+  EXPECT_EQ(test::wait_cli(p), 130) << test::read_text(p.err_file);
+  const std::string err = test::read_text(p.err_file);
+  EXPECT_NE(err.find("stopped by signal 2"), std::string::npos) << err;
+  EXPECT_NE(err.find("the same command resumes"), std::string::npos) << err;
+  const int64_t at = load_checkpoint(dir / "x/none").step;
+  EXPECT_GT(at, 0);
+  EXPECT_LT(at, 300);
+  EXPECT_FALSE(std::filesystem::exists(dir / "x/su"));
+
+  const auto again = test::run_cli(args, dir);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(load_checkpoint(dir / "x/none").step, 300);
+  EXPECT_EQ(load_checkpoint(dir / "x/su").step, 300);
+  EXPECT_EQ(step_losses(dir / "x/none/metrics.jsonl").size(), 300u);
+}
+
+// A second SIGINT while the first waits for the step to end: the process ends at once, by the
+// signal (the first alone gives exit code 130 after a checkpoint).
+TEST(CrashSafety, SecondSigintEndsAtOnce) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  // steps of about a second, so that both signals arrive within one
+  auto args = std::vector<std::string>{"train", "--config",        cfg,     "--set",   "steps=1000",
+                                       "--set", "batch_size=4096", "--out", dir / "r", "--threads",
+                                       "1"};
+  test::Proc p = test::spawn_cli(args, dir);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (test::read_text(dir / "r/metrics.jsonl").empty() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(p.pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(p.pid, SIGINT);
+  int status = 0;
+  ::waitpid(p.pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit code " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+}
+
+}  // namespace
+}  // namespace recall
