@@ -48,7 +48,8 @@ if ((run_fuzz)); then
 fi
 if ((run_tests)); then
   t2=$(date +%s)
-  # The fast tests, sanitized; the reference-kernel repeats run the same code as the others.
-  ctest --test-dir build-fuzz --output-on-failure -LE slow -E 'reference_kernels'
+  # The fast tests, sanitized; not the reference-kernel repeats (the same code as the others) nor
+  # the kill-and-resume runs (hundreds of restarts of the binary, slow when sanitized).
+  ctest --test-dir build-fuzz --output-on-failure -LE slow -E 'reference_kernels|CrashSafety'
   echo "fuzz.sh: sanitized tests took $(($(date +%s) - t2)) s"
 fi

@@ -134,7 +134,8 @@ TEST(CliJson, EveryCommandWritesStrictJson) {
   r = run("fit --kind mlp-relu2 --width 4 --dk 8 --steps 20 --threads 1 --json " + f("fit.json"),
           dir);
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_clean_json(slurp(f("fit.json")), {"constructed", "theory"}, "fit");
+  expect_clean_json(slurp(f("fit.json")),
+                    {"constructed_store", "theory_capacity", "constructed_capacity"}, "fit");
 
   const std::string sets =
       "--config mqar-tiny --set steps=4 --set batch_size=4 --set eval_batches=1 --set "
@@ -159,5 +160,5 @@ TEST(CliJson, EveryCommandWritesStrictJson) {
               f("i.json"),
           dir);
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_clean_json(slurp(f("i.json")), {"theory"}, "inspect");
+  expect_clean_json(slurp(f("i.json")), {"theory_capacity"}, "inspect");
 }

@@ -172,7 +172,7 @@ TEST(CrashSafety, SecondSigintEndsAtOnce) {
   test::write_text(cfg, test::tiny_mqar_toml());
   // steps of about a second, so that both signals arrive within one
   auto args = std::vector<std::string>{"train", "--config",        cfg,     "--set",   "steps=1000",
-                                       "--set", "batch_size=4096", "--out", dir / "r", "--threads",
+                                       "--set", "batch_size=1024", "--out", dir / "r", "--threads",
                                        "1"};
   test::Proc p = test::spawn_cli(args, dir);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
