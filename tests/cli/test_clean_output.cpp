@@ -138,7 +138,9 @@ TEST(CliJson, EveryCommandWritesStrictJson) {
                     {"constructed_store", "theory_capacity", "constructed_capacity"}, "fit");
 
   const std::string sets =
-      "--config mqar-tiny --set steps=4 --set batch_size=4 --set eval_batches=1 --set "
+      "--config mqar-tiny --set steps=4 --set warmup_steps=1 --set batch_size=4 --set "
+      "eval_batches=1 "
+      "--set "
       "log_every=1 --set peak_flops=1e12 --threads 1";
   r = run("train " + sets + " --out " + f("run"), dir);
   ASSERT_EQ(r.code, 0) << r.err;

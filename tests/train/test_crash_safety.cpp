@@ -165,25 +165,26 @@ TEST(CrashSafety, ExtrapolateStopsOnSigintAndResumes) {
 }
 
 // A second SIGINT while the first waits for the step to end: the process ends at once, by the
-// signal (the first alone gives exit code 130 after a checkpoint).
+// signal (the first alone gives exit code 130 after a checkpoint). SIGINT is sent every 50 ms, so
+// that two arrive apart (two sent before the process runs again count as one).
 TEST(CrashSafety, SecondSigintEndsAtOnce) {
   TempDir dir;
   const std::string cfg = dir / "c.toml";
   test::write_text(cfg, test::tiny_mqar_toml());
-  // steps of about a second, so that both signals arrive within one
-  auto args = std::vector<std::string>{"train", "--config",        cfg,     "--set",   "steps=1000",
-                                       "--set", "batch_size=1024", "--out", dir / "r", "--threads",
-                                       "1"};
+  auto args = std::vector<std::string>{
+      "train", "--config",        cfg,     "--set",   "steps=1000", "--set", "batch_size=1024",
+      "--set", "peak_flops=1e12", "--out", dir / "r", "--threads",  "1"};
   test::Proc p = test::spawn_cli(args, dir);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (test::read_text(dir / "r/metrics.jsonl").empty() &&
+  // config.toml is written once the handlers are in place
+  while (!std::filesystem::exists(dir / "r/config.toml") &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ::kill(p.pid, SIGINT);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ::kill(p.pid, SIGINT);
   int status = 0;
-  ::waitpid(p.pid, &status, 0);
+  while (::waitpid(p.pid, &status, WNOHANG) == 0) {
+    ::kill(p.pid, SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   ASSERT_TRUE(WIFSIGNALED(status)) << "exit code " << WEXITSTATUS(status);
   EXPECT_EQ(WTERMSIG(status), SIGINT);
 }
