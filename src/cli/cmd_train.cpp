@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {
@@ -32,19 +33,19 @@ void add_train(CLI::App& root, Action& action) {
       options.resume = args->resume;
       options.max_memory = args->max_memory;
       options.stop = stop_on_signal();
+      options.progress = !quiet();
       return run_stoppable(
           [&] {
             const TrainResult r = train(config, options);
             nlohmann::json summary{
                 {"step", r.step},
                 {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
-            if (r.stopped_by) {
-              summary["stopped_by_signal"] = r.stopped_by;
+            if (r.stopped_by) summary["stopped_by_signal"] = r.stopped_by;
+            if (r.stopped_by && !quiet())
               fmt::print(stderr,
                          "stopped by signal {} after step {}; checkpoint written to {} (continue "
                          "with --resume)\n",
                          r.stopped_by, r.step, args->out);
-            }
             for (const auto& [k, v] : r.eval) summary["eval"][k] = v;
             fmt::print("{}\n", summary.dump());
             return r.stopped_by ? 128 + r.stopped_by : 0;

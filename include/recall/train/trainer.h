@@ -32,7 +32,7 @@ struct TrainOptions {
   bool resume = false;       // continue from out_dir/checkpoint.bin (its config must match)
   bool reuse = false;        // resume when out_dir holds a run (a finished one is only evaluated)
   bool progress = true;      // the progress line on stderr
-  bool print_config = true;  // with progress: the resolved config on stdout at start
+  bool print_config = true;  // with progress: the resolved config on stderr at start
   // Refuse the run up front when its estimated memory exceeds this many bytes (> 0), or else what
   // the machine has free (recall/core/machine.h check_memory).
   int64_t max_memory = 0;
