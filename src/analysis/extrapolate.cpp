@@ -10,6 +10,7 @@
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
 #include "recall/core/plot.h"
+#include "recall/core/signals.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
@@ -59,7 +60,10 @@ std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig
       fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
                  fs::exists(fs::path(dir) / "checkpoint.bin") ? "resuming or reusing" : "training",
                  dir, to_string(tc.model.attn_rule), tc.trainer.seed);
-    train(tc, o);
+    o.stop = config.stop;
+    const TrainResult r = train(tc, o);
+    if (r.stopped_by)
+      throw StopRequested(r.stopped_by, "after step " + std::to_string(r.step) + " of " + dir);
     out.emplace_back(dir, tc.model.attn_rule);
   }
   return out;

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "recall/core/error.h"
+#include "recall/core/machine.h"
 #include "recall/stores/glu.h"
 #include "recall/stores/learned_kv.h"
 #include "recall/stores/linear.h"
@@ -84,6 +85,21 @@ int64_t FitConfig::parameters() const {
   int64_t n = 0;
   for (const auto& p : as_module(make_store(gen))->parameters()) n += p.numel();
   return n;
+}
+
+double FitConfig::estimate_memory(std::string* breakdown) const {
+  const auto M = static_cast<double>(max_memories()), N = static_cast<double>(width),
+             d = static_cast<double>(d_k);
+  const double hidden = kind.ffn == FfnKind::kGlu ? 3 * N : N;  // per memory, kept for backward
+  const double params = static_cast<double>(parameters());
+  const double data = 4 * (2 * M * d + 3 * M * hidden), scores = 4 * M * M;
+  const double store = 4 * 4 * params;  // weights, gradients, two moments
+  if (breakdown)
+    *breakdown = fmt::format(
+        "{} of memories and activations and {} of recall scores at M = {}, "
+        "{} for the store",
+        format_bytes(data), format_bytes(scores), max_memories(), format_bytes(store));
+  return data + scores + store;
 }
 
 std::optional<StoreSpec> FitConfig::constructed_spec() const {

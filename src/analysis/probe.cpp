@@ -11,6 +11,8 @@
 
 #include "recall/core/device.h"
 #include "recall/core/error.h"
+#include "recall/core/machine.h"
+#include "recall/core/threads.h"
 #include "recall/stores/store.h"
 #include "recall/stores/theory.h"
 
@@ -164,6 +166,9 @@ AccKey key_of(const WeightFunction& w, int64_t q) {
 // store module itself computes the weights, in float64.
 std::vector<double> direct_isr(const StoreSpec& spec, const torch::Tensor& keys,
                                const torch::Tensor& values, int64_t q) {
+  // One thread: BLAS and LAPACK split their sums by the thread count, and the same JSON should
+  // come out at any --threads. These stores are small (M up to 8 d_k).
+  TorchThreads one(1);
   auto store = make_store(spec, keys.size(1), values.size(1));
   const auto k64 = keys.to(torch::kCPU, torch::kFloat64),
              v64 = values.to(torch::kCPU, torch::kFloat64);
@@ -228,6 +233,46 @@ std::vector<int64_t> rule_grid(const ProbeConfig& config) {
   for (double M = std::round(config.ref_len); M <= static_cast<double>(config.rule_m_max); M *= 2)
     grid.push_back(static_cast<int64_t>(M));
   return grid;
+}
+
+double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown) {
+  config.validate();
+  const double dkv = static_cast<double>(config.d_k + config.d_v);
+  std::map<AccKey, int64_t> accs;  // -> queries
+  double direct = 0, samples = 0;
+  for (const auto& name : config.store_names()) {
+    const StoreSpec spec = StoreSpec::parse(name, config.beta);
+    const auto grid = store_grid(config, name);
+    for (int64_t M : grid) samples += static_cast<double>(std::min(config.queries, M));
+    if (spec.is_weight_function() && !config.reference) {
+      accs[key_of(spec.weight, config.queries)] = config.queries;
+    } else {
+      const auto M = static_cast<double>(grid.back());
+      const auto n = static_cast<double>(std::min(config.queries, grid.back()));
+      // fp32 keys and values, their fp64 copies and the store's, weights and interference
+      direct = std::max(direct, 4 * M * dkv + 8 * 3 * M * dkv + 8 * 2 * n * M);
+    }
+  }
+  for (BetaRule r : config.rules)
+    for (int64_t M : rule_grid(config)) {
+      accs[key_of(softmax_weight(beta_for(r, M, config.ref_len, config.beta)),
+                  config.rule_queries)] = config.rule_queries;
+      samples += static_cast<double>(std::min(config.rule_queries, M));
+    }
+  const auto chunk = static_cast<double>(config.chunk);
+  double q_max = 0, stream = 0;
+  for (const auto& [key, q] : accs) {
+    q_max = std::max(q_max, static_cast<double>(q));
+    stream += 4 * static_cast<double>(q) * (static_cast<double>(config.d_v) + 1 + chunk);
+  }
+  stream += 4 * (q_max * chunk + 16384 * dkv + chunk * dkv);
+  samples *= 8 * 2 * static_cast<double>(config.trials);  // per trial, and its accumulator's copy
+  if (breakdown)
+    *breakdown = fmt::format(
+        "{} streamed for {} accumulators, {} for the largest direct store, {} "
+        "of ISR samples",
+        format_bytes(stream), accs.size(), format_bytes(direct), format_bytes(samples));
+  return stream + direct + samples;
 }
 
 ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {

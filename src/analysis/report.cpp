@@ -17,6 +17,7 @@
 #include "recall/core/io.h"
 #include "recall/core/machine.h"
 #include "recall/core/plot.h"
+#include "recall/core/signals.h"
 #include "recall/stores/theory.h"
 #include "recall/train/trainer.h"
 
@@ -77,6 +78,8 @@ class Report {
   explicit Report(const ReportConfig& c) : c_(c), t0_(std::chrono::steady_clock::now()) {}
 
   void step(const std::string& what) {
+    if (c_.stop)
+      if (int s = c_.stop(0)) throw StopRequested(s, "before " + what);
     ++step_;
     if (c_.progress)
       fmt::print(stderr, "report [{}/6] {} ({:.0f} s so far)\n", step_, what, elapsed());
@@ -168,6 +171,7 @@ class Report {
     ec.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
     ec.batches = c_.extrapolate_batches;
     ec.progress = c_.progress;
+    ec.stop = c_.stop;
     auto points = extrapolate(ec);
     ExtrapolateConfig as_none;
     for (int64_t k = 0; k < c_.mqar_seeds; ++k)
@@ -300,7 +304,11 @@ class Report {
       o.reuse = true;
       o.progress = c_.progress;
       o.print_config = false;
+      o.stop = c_.stop;
       const TrainResult tr = train(tc, o);
+      if (tr.stopped_by)
+        throw StopRequested(tr.stopped_by,
+                            "after step " + std::to_string(tr.step) + " of " + o.out_dir);
       Restored r = restore(o.out_dir);
       const InspectResult ir = inspect(r, InspectConfig{}, o.out_dir);
       const auto& f = ir.ffn.front();

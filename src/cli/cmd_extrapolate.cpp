@@ -55,13 +55,18 @@ void add_extrapolate(CLI::App& root, Action& action) {
     o->config.validate();
     check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
+    o->config.stop = stop_on_signal();
     action = [o] {
       o->config.progress = !quiet();
-      const auto points = extrapolate(o->config);
-      if (!is_stdout(o->json)) std::fputs(extrapolate_table(points).c_str(), stdout);
-      write_output(o->json, extrapolate_json(points));
-      if (!o->plot.empty()) write_extrapolate_plot(points, o->plot);
-      return 0;
+      return run_stoppable(
+          [o] {
+            const auto points = extrapolate(o->config);
+            if (!is_stdout(o->json)) std::fputs(extrapolate_table(points).c_str(), stdout);
+            write_output(o->json, extrapolate_json(points));
+            if (!o->plot.empty()) write_extrapolate_plot(points, o->plot);
+            return 0;
+          },
+          "the same command resumes the runs in --out");
     };
   });
 }

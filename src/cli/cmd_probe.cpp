@@ -97,6 +97,7 @@ void add_probe(CLI::App& root, Action& action) {
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
     bool no_rules = false;
     std::string json, csv, plot, device = "cpu";
+    int64_t max_memory = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
@@ -105,12 +106,16 @@ void add_probe(CLI::App& root, Action& action) {
   cmd->add_option("--json", o->json, "write every number as JSON to this file (- : stdout)");
   cmd->add_option("--csv", o->csv, "write every curve point as CSV to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write a log-log plot to this file (.png or .svg)");
+  add_max_memory(cmd, o->max_memory);
   cmd->callback([o, &action] {
     resolve_rules(o->config, o->rules, o->no_rules, o->device);
     check_output("--json", o->json);
     check_output("--csv", o->csv);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o] {
+      std::string parts;
+      const double bytes = estimate_probe_memory(o->config, &parts);
+      check_memory("probe", bytes, parts, o->max_memory);
       Progress progress("probe");
       ProgressFn fn;
       if (!quiet()) fn = [&progress](double d, double t) { progress(d, t); };

@@ -26,8 +26,13 @@ void add_report(CLI::App& root, Action& action) {
     action = [o] {
       ReportConfig config = ReportConfig::make(o->out, o->quick);
       config.progress = !quiet();
-      fmt::print("{}\n", run_report(config));
-      return 0;
+      config.stop = stop_on_signal();
+      return run_stoppable(
+          [&] {
+            fmt::print("{}\n", run_report(config));
+            return 0;
+          },
+          "the same command resumes the runs in --out");
     };
   });
 }

@@ -6,7 +6,6 @@
 
 #include "commands.h"
 #include "output.h"
-#include "recall/core/signals.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {
@@ -16,6 +15,7 @@ void add_train(CLI::App& root, Action& action) {
     std::string config, out, device = "cpu";
     std::vector<std::string> sets;
     bool resume = false;
+    int64_t max_memory = 0;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("train", "train a model on a task (mqar, facts, text)");
@@ -25,27 +25,34 @@ void add_train(CLI::App& root, Action& action) {
       ->required();
   cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
   add_device_option(cmd, args->device);
+  add_max_memory(cmd, args->max_memory);
   cmd->callback([args, &action] {
     action = [args] {
       TrainOptions options;
       options.device = parse_device(args->device);
       const TrainConfig config = train_config_from_file(args->config, args->sets);
-      install_stop_signals();
       options.out_dir = args->out;
       options.resume = args->resume;
-      options.stop = [](int64_t) { return stop_signal(); };
+      options.max_memory = args->max_memory;
+      options.stop = stop_on_signal();
       options.progress = !quiet();
-      const TrainResult r = train(config, options);
-      nlohmann::json summary{
-          {"step", r.step}, {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
-      if (r.stopped_by) summary["stopped_by_signal"] = r.stopped_by;
-      if (r.stopped_by && !quiet()) {
-        fmt::print(stderr, "stopped by signal {} after step {}; checkpoint written to {}\n",
-                   r.stopped_by, r.step, args->out);
-      }
-      for (const auto& [k, v] : r.eval) summary["eval"][k] = v;
-      fmt::print("{}\n", summary.dump());
-      return r.stopped_by ? 128 + r.stopped_by : 0;
+      return run_stoppable(
+          [&] {
+            const TrainResult r = train(config, options);
+            nlohmann::json summary{
+                {"step", r.step},
+                {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
+            if (r.stopped_by) summary["stopped_by_signal"] = r.stopped_by;
+            if (r.stopped_by && !quiet())
+              fmt::print(stderr,
+                         "stopped by signal {} after step {}; checkpoint written to {} (continue "
+                         "with --resume)\n",
+                         r.stopped_by, r.step, args->out);
+            for (const auto& [k, v] : r.eval) summary["eval"][k] = v;
+            fmt::print("{}\n", summary.dump());
+            return r.stopped_by ? 128 + r.stopped_by : 0;
+          },
+          "continue with --resume");
     };
   });
 }

@@ -3,6 +3,7 @@
 // --threads is applied first). The action returns the process exit code.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 

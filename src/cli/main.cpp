@@ -39,33 +39,13 @@ int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
   recall::keep_freed_memory();
   CLI::App app{"recall: transformer layers as associative memory stores"};
-  app.require_subcommand(1);
-  app.fallthrough();  // --threads may come after the subcommand
   int threads = 0;
-  app.add_option("--threads", threads,
-                 "intra-op threads (default: OMP_NUM_THREADS, else the CPUs allowed by affinity "
-                 "and the cgroup quota)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_flag("--quiet", recall::cli::quiet(), "no progress or notes on stderr");
+  recall::cli::Action action;
+  recall::cli::add_commands(app, action, threads);
   app.set_version_flag("--version", [] {
     return fmt::format("recall {} (default threads here: {})", RECALL_VERSION,
                        recall::default_threads());
   });
-
-  recall::cli::Action action;
-  recall::cli::add_theory(app, action);
-  recall::cli::add_probe(app, action);
-  recall::cli::add_bench(app, action);
-  recall::cli::add_train(app, action);
-  recall::cli::add_eval(app, action);
-  recall::cli::add_sample(app, action);
-  recall::cli::add_fit(app, action);
-  recall::cli::add_inspect(app, action);
-  recall::cli::add_extrapolate(app, action);
-  recall::cli::add_report(app, action);
-  recall::cli::add_export(app, action);
-  recall::cli::add_sweep(app, action);
-  recall::cli::add_plot(app, action);
 
   if (const std::string word = unknown_command(app, argc, argv); !word.empty()) {
     std::string names;

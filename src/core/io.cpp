@@ -48,6 +48,21 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
 }
 
+int remove_atomic_leftovers(const std::string& path) {
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = "." + target.filename().string() + ".tmp";
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0 &&
+        fs::remove(entry.path(), ec))
+      ++removed;
+  }
+  return removed;
+}
+
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) throw UsageError(fmt::format("{} is empty: give a file path", flag));
   const fs::path target(path);

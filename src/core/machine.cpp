@@ -1,9 +1,17 @@
 #include "recall/core/machine.h"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "recall/core/error.h"
 
 #include "recall/core/device.h"
 
@@ -32,6 +40,126 @@ double peak_rss_mib() {
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+namespace {
+
+// The first number in a file, or -1 when it is missing or not a number ("max").
+int64_t read_number(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+// The cgroup folder of this process under `mount` for the v1 controller `controller` ("" for v2).
+std::string cgroup_dir(const std::string& mount, const std::string& controller) {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {  // id:controllers:path
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    const bool match = controller.empty()
+                           ? ctrls.empty()
+                           : ("," + ctrls + ",").find("," + controller + ",") != std::string::npos;
+    if (match) return mount + path;
+  }
+  return "";
+}
+
+}  // namespace
+
+int64_t available_memory_bytes(std::string* source) {
+  int64_t best = std::numeric_limits<int64_t>::max();
+  std::string why = "unknown";
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit)
+      if (key == "MemAvailable:") {
+        best = kib * 1024;
+        why = "MemAvailable";
+        break;
+      }
+  }
+  auto limit = [&](const std::string& dir, const char* max_file, const char* used_file,
+                   const char* name) {
+    if (dir.empty()) return;
+    const int64_t max = read_number(dir + "/" + max_file),
+                  used = read_number(dir + "/" + used_file);
+    // v1 reports "no limit" as a huge page-rounded number
+    if (max <= 0 || max >= (int64_t{1} << 60)) return;
+    const int64_t room = std::max<int64_t>(0, max - std::max<int64_t>(used, 0));
+    if (room < best) {
+      best = room;
+      why = name;
+    }
+  };
+  limit(cgroup_dir("/sys/fs/cgroup", ""), "memory.max", "memory.current", "cgroup memory.max");
+  limit(cgroup_dir("/sys/fs/cgroup/memory", "memory"), "memory.limit_in_bytes",
+        "memory.usage_in_bytes", "cgroup memory.limit_in_bytes");
+  if (source) *source = why;
+  return best;
+}
+
+int64_t parse_memory_size(const std::string& flag, const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  std::string unit;
+  const bool ok = static_cast<bool>(in >> v) && std::isfinite(v) && v > 0;
+  if (ok) in >> unit;
+  std::string rest;
+  in >> rest;
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  static const std::pair<const char*, double> units[] = {{"", 1},
+                                                         {"B", 1},
+                                                         {"K", 1024.0},
+                                                         {"KB", 1024.0},
+                                                         {"KIB", 1024.0},
+                                                         {"M", 1048576.0},
+                                                         {"MB", 1048576.0},
+                                                         {"MIB", 1048576.0},
+                                                         {"G", 1073741824.0},
+                                                         {"GB", 1073741824.0},
+                                                         {"GIB", 1073741824.0},
+                                                         {"T", 1099511627776.0},
+                                                         {"TB", 1099511627776.0},
+                                                         {"TIB", 1099511627776.0}};
+  for (const auto& [name, scale] : units)
+    if (ok && rest.empty() && unit == name && v * scale >= 1 && v * scale < 9.2e18)
+      return static_cast<int64_t>(v * scale);
+  throw UsageError(
+      fmt::format("{} {}: give a size such as 512M or 4G (bytes, or K, M, G, T)", flag, text));
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) bytes /= 1024, ++u;
+  return fmt::format(u == 0 ? "{:.0f} {}" : "{:.1f} {}", bytes, units[u]);
+}
+
+void check_memory(const std::string& what, double bytes, const std::string& breakdown,
+                  int64_t max_memory) {
+  if (max_memory > 0) {
+    if (bytes > static_cast<double>(max_memory))
+      throw UsageError(fmt::format(
+          "{} needs an estimated {} ({}), more than --max-memory {}; use smaller sizes or raise "
+          "--max-memory",
+          what, format_bytes(bytes), breakdown, format_bytes(static_cast<double>(max_memory))));
+    return;
+  }
+  std::string source;
+  const int64_t have = available_memory_bytes(&source);
+  if (bytes > static_cast<double>(have))
+    throw UsageError(fmt::format(
+        "{} needs an estimated {} ({}), more than the {} this machine has free ({}); use smaller "
+        "sizes (or --max-memory to set the limit yourself)",
+        what, format_bytes(bytes), breakdown, format_bytes(static_cast<double>(have)), source));
 }
 
 }  // namespace recall

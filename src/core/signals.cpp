@@ -5,7 +5,17 @@
 namespace recall {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
+
+// Only async-signal-safe calls: sigaction and raise.
 void on_stop_signal(int sig) {
+  if (g_signal != 0) {  // the second one: no more waiting for the checkpoint
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);  // delivered as soon as this handler returns
+    return;
+  }
   g_signal = sig;
 }
 }  // namespace

@@ -21,6 +21,7 @@
 #include "recall/core/io.h"
 #include "recall/core/kernels.h"
 #include "recall/core/machine.h"
+#include "recall/core/threads.h"
 #include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
@@ -61,22 +62,6 @@ double gemm_gflops_cached(const torch::Device& device) {
   if (fresh) it->second = measure_gemm_gflops(10, 3, device);
   return it->second;
 }
-
-// torch's intra-op thread count for a scope.
-class TorchThreads {
- public:
-  explicit TorchThreads(int n) : saved_(at::get_num_threads()) {
-    if (n != saved_) at::set_num_threads(n);
-  }
-  ~TorchThreads() {
-    if (at::get_num_threads() != saved_) at::set_num_threads(saved_);
-  }
-  TorchThreads(const TorchThreads&) = delete;
-  TorchThreads& operator=(const TorchThreads&) = delete;
-
- private:
-  int saved_;
-};
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds));
@@ -178,6 +163,45 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
                       source, have[i].first, have[i].second, want[i].first, want[i].second));
 }
 
+double estimate_train_memory(const TrainConfig& config, int workers, std::string* breakdown) {
+  const ModelConfig& m = config.model;
+  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size),
+               L = static_cast<double>(m.n_layers), H = static_cast<double>(m.n_heads);
+  const double B = static_cast<double>(config.trainer.batch_size);
+  const double T = static_cast<double>(config.task.kind == TaskKind::kFacts ? 2 : m.seq_len);
+  double hidden = 0, ffn_params = 0;  // per block
+  switch (m.ffn) {
+    case FfnKind::kLinear:
+    case FfnKind::kMlp:
+      hidden = static_cast<double>(m.ffn_mult) * d;
+      ffn_params = 2 * d * hidden;
+      break;
+    case FfnKind::kGlu:
+      hidden = 2 * static_cast<double>(m.ffn_mult) * d;  // gate and value
+      ffn_params = 3 * d * static_cast<double>(m.ffn_mult) * d;
+      break;
+    case FfnKind::kLearnedKv:
+      hidden = H * static_cast<double>(m.ffn_slots);
+      ffn_params = 2 * hidden * d + 2 * d * d;
+      break;
+    case FfnKind::kNone:
+      break;
+  }
+  const double params =
+      V * d * (m.tied_head ? 1 : 2) + (m.pos == PosKind::kLearned ? T * d : 0) +
+      L * (4 * d * d + ffn_params + 2 * static_cast<double>(m.attn_mem_kv) * d + 4 * d) + 2 * d;
+  const double state = 4 * params * (3 + std::max(workers, 1));  // weights, 2 moments, gradients
+  const double acts = 4 * B * T * (L * (12 * d + 3 * hidden) + 4 * V) + 4 * 3 * L * B * H * T * T;
+  const double ckpt = 4 * params * 3;
+  if (breakdown)
+    *breakdown = fmt::format(
+        "{:.3g} parameters: {} with gradients and AdamW moments, {} of activations for batch "
+        "{} x {} tokens, {} of checkpoint",
+        params, format_bytes(state), format_bytes(acts), config.trainer.batch_size,
+        static_cast<int64_t>(T), format_bytes(ckpt));
+  return state + acts + ckpt;
+}
+
 TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   TrainConfig config = config_in;
   const auto& tc = config.trainer;
@@ -192,6 +216,11 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
         fmt::format("--out {}: holds a run already; pass --resume to continue it or "
                     "choose another folder",
                     options.out_dir));
+  {
+    std::string parts;
+    const double bytes = estimate_train_memory(config, at::get_num_threads(), &parts);
+    check_memory("training " + options.out_dir, bytes, parts, options.max_memory);
+  }
   Checkpoint ckpt;
   if (resume) ckpt = load_checkpoint(ckpt_file);
   auto task = resolve_task(config, ckpt.vocabulary);
@@ -223,6 +252,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
       task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
 
   fs::create_directories(options.out_dir);
+  for (const char* name : {"checkpoint.bin", "config.toml", "metrics.jsonl"})  // from a kill
+    remove_atomic_leftovers((fs::path(options.out_dir) / name).string());
   write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
   const std::string metrics_file = (fs::path(options.out_dir) / "metrics.jsonl").string();
   if (resume)

@@ -5,6 +5,7 @@
 
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
+#include "recall/core/threads.h"
 
 using namespace recall;
 
@@ -187,4 +188,26 @@ TEST(Probe, BadConfigNamesTheFlag) {
   c = {};
   c.beta = -1;
   EXPECT_NE(message(c).find("--beta -1"), std::string::npos);
+}
+
+// The JSON is the same at one and two threads, to the last digit: the streamed fp32 products split
+// only over output rows, and the stores computed directly in fp64 (least squares, whose solve
+// otherwise splits its sums by thread count) run on one thread.
+TEST(Probe, SameJsonAtOneAndTwoThreads) {
+  ProbeConfig c;
+  c.stores = {"outer_product", "least_squares", "relu2", "exp3", "softmax"};
+  c.m = {32, 64, 128, 256};
+  c.trials = 2;
+  c.queries = 64;
+  c.chunk = 100;
+  c.rules = {BetaRule::kSu};
+  c.rule_m_max = 2048;
+  c.rule_queries = 32;
+  auto at = [&](int threads) {
+    TorchThreads n(threads);
+    auto r = run_probe(c);
+    r.seconds = 0;
+    return probe_json(r);
+  };
+  EXPECT_EQ(at(1), at(2));
 }

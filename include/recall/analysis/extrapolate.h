@@ -4,6 +4,7 @@
 // rule or rules applied at evaluation; accuracy at multiples of the training length.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct ExtrapolateConfig {
   std::string out_dir;
   int64_t seeds = 1;  // seeds seed, seed + 1, ... of the config
   bool progress = false;
+  // Polled by each training run (TrainOptions::stop): non-zero stops it after a checkpoint, and
+  // extrapolate throws StopRequested (recall/core/signals.h); the same call resumes.
+  std::function<int(int64_t step)> stop;
   // checkpoints: the rules at evaluation (empty: each trained rule); training: the rules trained
   // (empty: all five).
   std::vector<BetaRule> rules;

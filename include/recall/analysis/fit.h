@@ -63,6 +63,10 @@ struct FitConfig {
   // relu2, relu3, swiglu (glu-silu with its input weights equal to its gate weights), softmax
   // (learned_kv, beta = sqrt(d)). None for mlp-gelu and the other gates.
   std::optional<StoreSpec> constructed_spec() const;
+  // Estimated peak bytes of fit_capacity at the largest M: keys and values (M, d), the hidden
+  // activations kept for the backward pass, the (M, M) scores of the recall check, and the store
+  // with its gradients and Adam moments. `breakdown` gets the parts in words.
+  double estimate_memory(std::string* breakdown) const;
 };
 
 struct FitTrial {

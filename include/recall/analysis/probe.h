@@ -98,6 +98,12 @@ struct ProbeResult {
 using ProgressFn = std::function<void(double done, double total)>;
 ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress = nullptr);
 
+// Estimated peak bytes of run_probe(config): the streamed fp32 buffers (similarities q x chunk,
+// per accumulator its sums q x d_v and weights q x chunk, the memory stream's block), the fp64
+// matrices of the stores computed directly (keys and values of the largest M, weights q x M), and
+// the ISR samples kept. `breakdown` gets the parts in words.
+double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown);
+
 // The M grid each store is probed at, and each rule.
 std::vector<int64_t> store_grid(const ProbeConfig& config, const std::string& store);
 std::vector<int64_t> rule_grid(const ProbeConfig& config);

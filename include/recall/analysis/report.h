@@ -9,6 +9,7 @@
 // The default run takes about 15 minutes on 2 cores; quick (a test runs it) about 2.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct ReportConfig {
   std::string out_dir;  // report.md, plots and JSON; training runs under out_dir/runs
   bool quick = false;
   bool progress = true;  // a line per step on stderr
+  // Polled by each training run and between sections: non-zero stops the report (training runs
+  // after a checkpoint) with StopRequested (recall/core/signals.h); the same call resumes.
+  std::function<int(int64_t step)> stop;
 
   // The sizes of each experiment, set from quick.
   int64_t probe_trials = 16;

@@ -8,6 +8,10 @@ namespace recall {
 
 // Writes `content` to `path` atomically. Throws std::runtime_error naming the path on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
+// Removes the temporary files that write_file_atomic(path, ...) leaves when the process is killed
+// mid-write (.NAME.tmpXXXXXX beside path); returns how many there were. For the only writer of
+// path, at its start.
+int remove_atomic_leftovers(const std::string& path);
 
 // Checks, before any work starts, that `path` can be created: its folder exists and is writable and
 // the path is not a folder. Throws UsageError naming `flag` and the path otherwise.

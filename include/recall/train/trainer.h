@@ -37,6 +37,9 @@ struct TrainOptions {
   // Where the model and its batches live (recall/core/device.h). Not part of the config: a run
   // resumes on any device, and the checkpoint loads on any device.
   torch::Device device = torch::kCPU;
+  // Refuse the run up front when its estimated memory exceeds this many bytes (> 0), or else what
+  // the machine has free (recall/core/machine.h check_memory).
+  int64_t max_memory = 0;
   // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
   // from the CLI, or any value a caller chooses).
   std::function<int(int64_t step)> stop;
@@ -63,6 +66,13 @@ constexpr size_t kWarmupSteps = 2;
 // Mean of step_seconds past the warm-up steps (all of them when there are no more); 0 when empty.
 // The metrics' tokens_per_s and mfu are tokens_per_step over it.
 double mean_step_seconds(const std::vector<double>& step_seconds);
+
+// Estimated peak bytes of training `config` with `workers` data-parallel workers: fp32
+// parameters, their gradients (one set per worker) and AdamW's two moments; the activations kept
+// for the backward pass of a batch_size x seq_len batch (per block about 12 d + 3 ffn-hidden
+// floats per token, and 3 per attention weight, B H T^2; the logits 4 B T V); and the checkpoint's
+// serialised copy of parameters and moments. `breakdown` gets the parts in words.
+double estimate_train_memory(const TrainConfig& config, int workers, std::string* breakdown);
 
 // Trains `config` (validated) into options.out_dir. Throws UsageError for bad input found before
 // training (unwritable folder, an existing run without --resume, a checkpoint that does not match)

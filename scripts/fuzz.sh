@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One clang build (build-fuzz/, RECALL_FUZZ=ON) instrumented for libFuzzer and sanitized with
+# AddressSanitizer and UndefinedBehaviorSanitizer; then each fuzzer runs for FUZZ_SECONDS (default
+# 45) from the seeds in fuzz/corpus/<target> (and models/ for the config), and the fast tests run sanitized.
+# Usage: scripts/fuzz.sh [--no-tests] [--no-fuzz]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+run_tests=1 run_fuzz=1
+for a in "$@"; do
+  case "$a" in
+    --no-tests) run_tests=0 ;;
+    --no-fuzz) run_fuzz=0 ;;
+    *) echo "fuzz.sh: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
+scripts/setup_fuzz.sh
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+t0=$(date +%s)
+# -O1: the usual level for sanitized code; it compiles much faster than -O3.
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_FUZZ=ON "${launcher[@]}" >/dev/null
+# The libraries, the test programs (and so the binary they run) and the fuzzers; no benchmarks.
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_config fuzz_checkpoint fuzz_input \
+  recall_core_tests recall_stores_tests recall_models_tests recall_train_tests \
+  recall_analysis_tests recall_cli_tests
+echo "fuzz.sh: sanitized build took $(($(date +%s) - t0)) s"
+
+# Torch's allocations that live until exit are not leaks worth failing on.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if ((run_fuzz)); then
+  secs=${FUZZ_SECONDS:-45}
+  for target in fuzz_config fuzz_checkpoint fuzz_input; do
+    corpus=build-fuzz/corpus/$target
+    mkdir -p "$corpus"
+    seeds=(fuzz/corpus/$target)
+    [ $target = fuzz_config ] && seeds+=(models)  # the presets
+    t1=$(date +%s)
+    # libFuzzer prints its executions in its last lines ("Done N runs in S second(s)").
+    build-fuzz/$target -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+      -print_final_stats=1 "$corpus" "${seeds[@]}" 2>build-fuzz/$target.log ||
+      { tail -n 60 build-fuzz/$target.log; echo "fuzz.sh: $target FAILED" >&2; exit 1; }
+    echo "fuzz.sh: $target: $(grep -E '^Done [0-9]+ runs' build-fuzz/$target.log) ($(($(date +%s) - t1)) s," \
+      "$(grep -E 'stat::number_of_executed_units' build-fuzz/$target.log | awk '{print $2}') inputs," \
+      "corpus $(ls "$corpus" | wc -l) files)"
+  done
+fi
+if ((run_tests)); then
+  t2=$(date +%s)
+  # The fast tests, sanitized; not the reference-kernel repeats (the same code as the others) nor
+  # the kill-and-resume runs (hundreds of restarts of the binary, slow when sanitized).
+  ctest --test-dir build-fuzz --output-on-failure -LE slow -E 'reference_kernels|CrashSafety'
+  echo "fuzz.sh: sanitized tests took $(($(date +%s) - t2)) s"
+fi

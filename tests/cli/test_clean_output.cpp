@@ -1,0 +1,166 @@
+// The real binary: work too large for the machine (or for --max-memory) is refused before it
+// starts, and every command's JSON is strict JSON whose only nulls are the documented "no value"
+// fields (nlohmann writes a NaN or infinity as null: a null anywhere else is a number that went
+// bad).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+CliRun run(const std::string& args, const fs::path& dir) {
+  const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd =
+      std::string(RECALL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Every key whose value is null somewhere in `j`.
+void null_keys(const nlohmann::json& j, const std::string& key, std::set<std::string>& out) {
+  if (j.is_null()) out.insert(key);
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) null_keys(v, k, out);
+  if (j.is_array())
+    for (const auto& v : j) null_keys(v, key, out);
+}
+
+// Strict JSON (no NaN, Infinity or -Infinity tokens, which nlohmann refuses too), with nulls only
+// under `allowed` keys.
+void expect_clean_json(const std::string& text, const std::set<std::string>& allowed,
+                       const std::string& what) {
+  for (const char* bad : {"NaN", "nan", "Infinity", "inf,", "inf\n"})
+    EXPECT_EQ(text.find(bad), std::string::npos) << what << " holds " << bad << ":\n" << text;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(text)) << what << ":\n" << text;
+  std::set<std::string> nulls;
+  null_keys(j, "", nulls);
+  for (const auto& k : nulls) EXPECT_TRUE(allowed.count(k)) << what << ": null at key " << k;
+}
+
+std::string last_line(const std::string& s) {
+  const auto end = s.find_last_not_of('\n');
+  return s.substr(s.rfind('\n', end) + 1, end - s.rfind('\n', end));
+}
+
+}  // namespace
+
+// Too large for any machine, or for the limit given: exit 2 and one line with the estimate, before
+// any file is written.
+TEST(CliLimits, WorkOverTheMemoryLimitIsRefusedUpFront) {
+  const auto dir = fresh_dir("recall_cli_limits");
+  struct Case {
+    std::string args, needle;
+  };
+  const std::vector<Case> cases = {
+      {"train --config mqar-tiny --set batch_size=65536 --set seq_len=65536 --out " +
+           (dir / "huge").string(),
+       "more than the"},
+      {"train --config mqar-tiny --max-memory 1M --out " + (dir / "small").string(),
+       "more than --max-memory 1.0 MiB"},
+      {"probe --max-memory 64K --json " + (dir / "p.json").string(), "more than --max-memory"},
+      {"fit --m-max 100000 --max-memory 1G --json " + (dir / "f.json").string(),
+       "of recall scores at M = 100000"},
+      {"probe --max-memory 12X", "--max-memory 12X: give a size"},
+      {"fit --max-memory -1G", "--max-memory -1G"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = run(c.args, dir);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
+  }
+  const CliRun huge = run(cases[0].args, dir);
+  EXPECT_NE(huge.err.find("needs an estimated"), std::string::npos) << huge.err;
+  EXPECT_NE(huge.err.find("activations for batch 65536 x 65536 tokens"), std::string::npos)
+      << huge.err;
+  for (const char* f : {"huge", "small", "p.json", "f.json"})
+    EXPECT_FALSE(fs::exists(dir / f)) << f;
+  // under the limit it runs
+  const CliRun ok = run("fit --kind linear --width 4 --dk 8 --steps 5 --max-memory 1G", dir);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+// Every command that writes JSON, on small inputs, including the edge that overflows (theory at
+// beta 200: the Gaussian shortcut of softmax overflows and is null, no value).
+TEST(CliJson, EveryCommandWritesStrictJson) {
+  const auto dir = fresh_dir("recall_cli_json");
+  const auto f = [&](const char* name) { return (dir / name).string(); };
+  const std::set<std::string> none;
+
+  CliRun r = run("theory --beta 200 --json " + f("theory.json"), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(slurp(f("theory.json")), {"capacity", "capacity_gaussian"}, "theory");
+  r = run("theory --beta 200 --json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(r.out, {"capacity", "capacity_gaussian"}, "theory (stdout)");
+
+  r =
+      run("probe --stores outer_product,least_squares,relu,exp2,softmax --m 16,64 --trials 2 "
+          "--queries 16 --rule-m-max 2048 --beta 200 --threads 1 --quiet --json " +
+              f("probe.json"),
+          dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // capacities that the grid or the theory do not reach
+  expect_clean_json(slurp(f("probe.json")),
+                    {"median", "low", "high", "rms", "rms_sem", "theory", "theory_rms"}, "probe");
+
+  r = run("fit --kind mlp-relu2 --width 4 --dk 8 --steps 20 --threads 1 --json " + f("fit.json"),
+          dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(slurp(f("fit.json")),
+                    {"constructed_store", "theory_capacity", "constructed_capacity"}, "fit");
+
+  const std::string sets =
+      "--config mqar-tiny --set steps=4 --set warmup_steps=1 --set batch_size=4 --set "
+      "eval_batches=1 "
+      "--set "
+      "log_every=1 --set peak_flops=1e12 --threads 1";
+  r = run("train " + sets + " --out " + f("run"), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(last_line(r.out), none, "train summary");
+  std::istringstream metrics(slurp(f("run/metrics.jsonl")));
+  for (std::string line; std::getline(metrics, line);) expect_clean_json(line, none, "metrics");
+
+  r = run("eval --checkpoint " + f("run") + " --seq-len 64 --rule su --threads 1", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(last_line(r.out), none, "eval");
+
+  r = run("extrapolate --checkpoints " + f("run") +
+              " --lengths 1,2 --batches 1 --threads 1 --json " + f("x.json"),
+          dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(slurp(f("x.json")), none, "extrapolate");
+
+  r = run("inspect --checkpoint " + f("run") + " --lengths 1,2 --batches 1 --threads 1 --json " +
+              f("i.json"),
+          dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_clean_json(slurp(f("i.json")), {"theory_capacity"}, "inspect");
+}
