@@ -20,6 +20,7 @@ void add_sample(CLI::App& root, Action& action);
 void add_fit(CLI::App& root, Action& action);
 void add_inspect(CLI::App& root, Action& action);
 void add_extrapolate(CLI::App& root, Action& action);
+void add_experiment(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
 
 }  // namespace recall::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   recall::cli::add_fit(app, action);
   recall::cli::add_inspect(app, action);
   recall::cli::add_extrapolate(app, action);
+  recall::cli::add_experiment(app, action);
   recall::cli::add_report(app, action);
 
   try {
