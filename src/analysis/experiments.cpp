@@ -38,6 +38,8 @@ void ExperimentConfig::validate() const {
   check_arg(std::find(names.begin(), names.end(), name) != names.end(),
             fmt::format("experiment '{}' is unknown: use one of {}", name, fmt::join(names, ", ")));
   check_arg(!out_dir.empty(), "--out is empty: give a folder for the experiment's files");
+  check_arg(steps >= 0 && steps <= 10000000,
+            fmt::format("--steps {}: must be in [0, 10000000] (0: the experiment's own)", steps));
 }
 
 double fitted_slope(const std::vector<double>& x, const std::vector<double>& y) {
@@ -118,6 +120,8 @@ double mean(const std::vector<double>& v) {
 class Experiment {
  public:
   explicit Experiment(const ExperimentConfig& c) : c_(c) {}
+  // The experiment's own step count, or the config's override.
+  int64_t steps(int64_t own) const { return c_.steps > 0 ? c_.steps : own; }
   std::string path(const std::string& name) const { return (fs::path(c_.out_dir) / name).string(); }
   std::string run_dir(const std::string& name) const {
     return (fs::path(c_.out_dir) / "runs" / name).string();
@@ -154,9 +158,11 @@ std::string opt_num(const std::optional<double>& x, const char* f = "{:.4g}") {
 // 1. Sharpness
 
 ExperimentResult Experiment::sharpness() {
-  const std::vector<double> scales = {0.25, 0.5, 1, 2, 4, 8};
+  // the default also goes past 8, where the logits of a trained head saturate
+  std::vector<double> scales = {0.25, 0.5, 1, 2, 4, 8};
+  if (!c_.quick) scales.push_back(32);
   const int64_t seeds = c_.quick ? 1 : 3;
-  const int64_t steps = c_.quick ? 800 : 2500;
+  const int64_t steps = this->steps(c_.quick ? 800 : 2500);
   json points = json::array();
   std::ostringstream data;  // index 0: one row per run; index 1: the means per scale
   std::vector<std::vector<std::string>> rows;
@@ -507,7 +513,7 @@ ExperimentResult Experiment::facts() {
       {"learned_kv", {"ffn=learned_kv", "ffn_slots=160"}}};
   const std::vector<int64_t> grid =
       c_.quick ? std::vector<int64_t>{2048, 8192} : std::vector<int64_t>{2048, 4096, 8192, 16384};
-  const int64_t steps = c_.quick ? 1500 : 6000, batch = 512;
+  const int64_t steps = this->steps(c_.quick ? 800 : 3000), batch = 512;
   auto sets_for = [&](const FfnVariant& v, int64_t n, int64_t s) {
     std::vector<std::string> sets = {fmt::format("facts_n={}", n),
                                      fmt::format("facts_subjects={}", subjects),
@@ -667,7 +673,7 @@ ExperimentResult Experiment::lm() {
                                             {"swiglu", {"ffn=swiglu", "ffn_mult=4"}},
                                             {"learned_kv", {"ffn=learned_kv", "ffn_slots=320"}},
                                             {"attn_mem_kv", {"ffn=none", "attn_mem_kv=384"}}};
-  const int64_t seeds = c_.quick ? 1 : 3, steps = c_.quick ? 150 : 600;
+  const int64_t seeds = c_.quick ? 1 : 3, steps = this->steps(c_.quick ? 150 : 600);
   json runs = json::array();
   std::vector<std::vector<std::string>> rows;
   std::ostringstream data;  // one row per kind: index bpc_mean bpc_min bpc_max tokens_per_s
@@ -691,7 +697,7 @@ ExperimentResult Experiment::lm() {
       sets.insert(sets.end(), v.sets.begin(), v.sets.end());
       const std::string name = fmt::format("lm-{}/{}-seed{}", steps, v.name, seed);
       const auto tr = train_run("text-tiny", sets, name);
-      params = static_cast<int64_t>(tr.eval.at("params"));
+      params = restore(run_dir(name)).model->num_parameters();
       const double b = tr.eval.at("bits_per_char"),
                    t = logged_tokens_per_s(run_dir(name) + "/metrics.jsonl");
       runs.push_back({{"ffn", v.name},
@@ -749,7 +755,8 @@ ExperimentResult Experiment::lm() {
 // 5. Length extrapolation
 
 ExperimentResult Experiment::extrapolation() {
-  const ReportConfig rc = ReportConfig::make(c_.out_dir, c_.quick);
+  ReportConfig rc = ReportConfig::make(c_.out_dir, c_.quick);
+  rc.mqar_steps = steps(rc.mqar_steps);
   const std::vector<int64_t> lengths = rc.inspect_lengths;
   struct Curve {
     std::string pos;

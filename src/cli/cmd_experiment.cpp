@@ -15,6 +15,7 @@ void add_experiment(CLI::App& root, Action& action) {
   struct Opts {
     std::string name, out;
     bool quick = false, quiet = false;
+    int64_t steps = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand(
@@ -24,6 +25,8 @@ void add_experiment(CLI::App& root, Action& action) {
       ->required();
   cmd->add_option("--out", o->out, "folder for the JSON, the plot and runs/")->required();
   cmd->add_flag("--quick", o->quick, "fewer points, seeds and steps (rough numbers)");
+  cmd->add_option("--steps", o->steps, "training steps of every run (0: the experiment's own)")
+      ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
   cmd->callback([o, &action] {
     ExperimentConfig config;
@@ -31,6 +34,7 @@ void add_experiment(CLI::App& root, Action& action) {
     config.out_dir = o->out;
     config.quick = o->quick;
     config.progress = !o->quiet;
+    config.steps = o->steps;
     config.validate();
     check_output_dir("--out", o->out);
     action = [config] {

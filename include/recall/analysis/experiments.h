@@ -31,6 +31,7 @@ struct ExperimentConfig {
   std::string out_dir;  // the JSON, the plot, and runs/ for the trained models
   bool quick = false;   // fewer points, seeds and steps: rough numbers in about a minute each
   bool progress = true;
+  int64_t steps = 0;  // training steps of every run (0: the experiment's own for quick or not)
   // Throws std::invalid_argument naming the value and the accepted names.
   void validate() const;
 };
