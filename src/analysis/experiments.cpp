@@ -234,15 +234,16 @@ ExperimentResult Experiment::sharpness() {
       path("beta_sweep.png"), data.str(),
       [&](const std::string& f) {
         return fmt::format(
-            "set multiplot layout 1,3\nset logscale x 2\nset grid\nset xlabel 'attn\\_scale'\n"
+            "set multiplot layout 1,3\nset logscale x 2\nset grid\nset xlabel 'attn scale'\n"
             "set key bottom left\n"
             "set title 'final accuracy (points: seeds)'\nset yrange [0:1.02]\n"
             "plot '{0}' index 0 using 1:3 with points pt 7 lc {1} notitle, "
             "'{0}' index 1 using 1:2 with lines lc {1} title 'mean'\n"
             "set title 'steps to 99 % (missing: never)'\nset autoscale y\n"
             "plot '{0}' index 0 using 1:4 with points pt 7 lc {2} notitle\n"
-            "set title 'attention logits at init'\nset logscale y\nset ylabel 'gradient norm'\n"
-            "set y2label 'entropy (nats)'\nset y2tics\nset key top right\n"
+            "set title 'attention logits: init and trained'\nset logscale y\nset ylabel 'gradient "
+            "norm'\n"
+            "set y2label 'entropy (nats)'\nset y2tics\nset key bottom left\n"
             "plot '{0}' index 1 using 1:3 with linespoints pt 7 lc {3} title 'grad norm (init)', "
             "'{0}' index 1 using 1:5 with linespoints pt 6 dt 2 lc {3} title 'grad norm "
             "(trained)', '{0}' index 1 using 1:4 axes x1y2 with linespoints pt 7 lc {4} title "
@@ -856,8 +857,12 @@ ExperimentResult Experiment::extrapolation() {
       b = fitted_slope(x, y);
       lnc = mean(y) - *b * mean(x);
     }
-    const auto ps =
-        probe_slope.count(c.rule) ? std::optional<double>(probe_slope.at(c.rule)) : std::nullopt;
+    json probe_b = nullptr;
+    std::string probe_b_text = "—";
+    if (const auto it = probe_slope.find(c.rule); it != probe_slope.end()) {
+      probe_b = it->second;
+      probe_b_text = fmt::format("{:.3f}", it->second);
+    }
     fits.push_back({{"pos", c.pos},
                     {"trained_rule", to_string(c.trained)},
                     {"rule", to_string(c.rule)},
@@ -865,13 +870,13 @@ ExperimentResult Experiment::extrapolation() {
                     {"form", "ISR = c (M - 1)^b"},
                     {"b", b ? json(*b) : json(nullptr)},
                     {"c", lnc ? json(std::exp(*lnc)) : json(nullptr)},
-                    {"probe_b", ps ? json(*ps) : json(nullptr)}});
+                    {"probe_b", probe_b}});
     std::string isr_cells;
     for (size_t i = 0; i < c.M.size(); ++i)
       isr_cells += fmt::format("{}{:.0f}: {:.3g}", i ? ", " : "", c.M[i], c.isr[i]);
     rows.push_back({c.pos, "`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
                     std::to_string(c.runs), isr_cells.empty() ? "—" : isr_cells,
-                    opt_num(b, "{:.3f}"), opt_num(ps, "{:.3f}")});
+                    opt_num(b, "{:.3f}"), probe_b_text});
     for (size_t i = 0; i < c.M.size(); ++i) data << c.M[i] << ' ' << c.isr[i] << '\n';
     data << "\n\n";
   }
