@@ -206,8 +206,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     write_file_atomic(metrics_file, "");
   std::ofstream metrics(metrics_file, std::ios::app);
   if (options.progress && options.print_config)
-    fmt::print("# resolved config\n{}", config.to_toml());
-  std::fflush(stdout);
+    fmt::print(stderr, "# resolved config\n{}", config.to_toml());
 
   auto save = [&] {
     for (const auto& p : model->parameters())
