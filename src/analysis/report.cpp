@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "recall/analysis/experiments.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/fit.h"
 #include "recall/analysis/inspect.h"
@@ -82,7 +83,7 @@ class Report {
       if (int s = c_.stop(0)) throw StopRequested(s, "before " + what);
     ++step_;
     if (c_.progress)
-      fmt::print(stderr, "report [{}/6] {} ({:.0f} s so far)\n", step_, what, elapsed());
+      fmt::print(stderr, "report [{}/11] {} ({:.0f} s so far)\n", step_, what, elapsed());
   }
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -333,6 +334,19 @@ class Report {
         c_.facts_steps, t.str());
   }
 
+  // Sections 7 on: the experiments of recall experiment, into this folder (the extrapolation one
+  // reuses the runs of section 3).
+  std::string experiment_section(int number, const std::string& name) {
+    step("experiment " + name);
+    ExperimentConfig ec;
+    ec.name = name;
+    ec.out_dir = c_.out_dir;
+    ec.quick = c_.quick;
+    ec.progress = c_.progress;
+    const ExperimentResult r = run_experiment(ec);
+    return fmt::format("## {}. {}\n\n{}", number, r.title, r.markdown);
+  }
+
  private:
   void write_fit_plot(const std::vector<FitResult>& results, const std::string& file) {
     std::ostringstream data;  // one block per kind: width  fitted  constructed  parameters
@@ -385,6 +399,9 @@ std::string run_report(const ReportConfig& config) {
   sections.push_back(report.inspect_section());
   sections.push_back(report.fit_section());
   sections.push_back(report.facts_section());
+  int number = 7;
+  for (const auto& name : experiment_names())
+    sections.push_back(report.experiment_section(number++, name));
   std::string md = fmt::format(
       "# recall report{}\n\n"
       "The essay's capacity experiments reproduced on random stores, then its claims put to "

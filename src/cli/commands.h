@@ -35,6 +35,7 @@ void add_sample(CLI::App& root, Action& action);
 void add_fit(CLI::App& root, Action& action);
 void add_inspect(CLI::App& root, Action& action);
 void add_extrapolate(CLI::App& root, Action& action);
+void add_experiment(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
 void add_export(CLI::App& root, Action& action);
 void add_sweep(CLI::App& root, Action& action);

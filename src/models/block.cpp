@@ -24,7 +24,8 @@ void BlockImpl::reset() {
                                                .rule(c.attn_rule)
                                                .rope(c.pos == PosKind::kRope)
                                                .bias(c.bias)
-                                               .mem_kv(c.attn_mem_kv)));
+                                               .mem_kv(c.attn_mem_kv)
+                                               .scale(c.attn_scale)));
   ffn = nullptr;
   if (c.ffn == FfnKind::kNone) return;
   norm2 = register_module("norm2", Norm(norm_options));

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
+#include <optional>
 #include <utility>
 
 #include "recall/core/enum_names.h"
@@ -22,6 +24,13 @@ void check_min(const char* key, int64_t value, int64_t min) {
 int64_t read_int(const toml::node& node, const std::string& key) {
   auto v = node.value_exact<int64_t>();
   check_arg(v.has_value(), fmt::format("{}: must be an integer", key));
+  return *v;
+}
+
+double read_real(const toml::node& node, const std::string& key) {
+  std::optional<double> v = node.is_integer() ? std::optional<double>(*node.value<int64_t>())
+                                              : node.value_exact<double>();
+  check_arg(v.has_value(), fmt::format("{}: must be a number", key));
   return *v;
 }
 
@@ -71,13 +80,17 @@ void ModelConfig::validate() const {
     check_arg(ffn_slots >= 1,
               fmt::format("ffn_slots = {}: must be >= 1 with ffn = learned_kv", ffn_slots));
   check_min("attn_mem_kv", attn_mem_kv, 0);
+  check_arg(std::isfinite(attn_scale) && attn_scale > 0 && attn_scale <= 1024,
+            fmt::format("attn_scale = {}: must be a number in (0, 1024] (1 is the standard "
+                        "1 / sqrt(d_head))",
+                        attn_scale));
 }
 
 const std::vector<std::string>& model_config_keys() {
   static const std::vector<std::string> keys = {
-      "vocab_size", "d_model",    "n_layers",  "n_heads",   "seq_len",
-      "pos",        "norm",       "tied_head", "bias",      "attn_rule",
-      "ffn",        "activation", "ffn_mult",  "ffn_slots", "attn_mem_kv"};
+      "vocab_size", "d_model",   "n_layers",    "n_heads",   "seq_len", "pos",
+      "norm",       "tied_head", "bias",        "attn_rule", "ffn",     "activation",
+      "ffn_mult",   "ffn_slots", "attn_mem_kv", "attn_scale"};
   return keys;
 }
 
@@ -89,6 +102,7 @@ ModelConfig model_config_from_toml(const toml::table& table, std::vector<std::st
       {"ffn_slots", &c.ffn_slots},   {"attn_mem_kv", &c.attn_mem_kv}};
   for (const auto& [key, field] : ints)
     if (const toml::node* n = table.get(key)) *field = read_int(*n, key);
+  if (const toml::node* n = table.get("attn_scale")) c.attn_scale = read_real(*n, "attn_scale");
   if (const toml::node* n = table.get("tied_head")) c.tied_head = read_bool(*n, "tied_head");
   if (const toml::node* n = table.get("bias")) c.bias = read_bool(*n, "bias");
   if (const toml::node* n = table.get("pos")) c.pos = pos_kind_from_string(read_string(*n, "pos"));

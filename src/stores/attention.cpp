@@ -22,6 +22,8 @@ void AttentionImpl::reset() {
   check_arg(!options.rope() || d_head() % 2 == 0,
             fmt::format("d_head = {}: must be even with rope", d_head()));
   check_arg(options.seq_len() >= 2, fmt::format("seq_len = {}: must be >= 2", options.seq_len()));
+  check_arg(std::isfinite(options.scale()) && options.scale() > 0,
+            fmt::format("attn_scale = {}: must be a finite number > 0", options.scale()));
   check_arg(options.mem_kv() >= 0, fmt::format("attn_mem_kv = {}: must be >= 0", options.mem_kv()));
   qkv = register_module("qkv", make_linear(D, 3 * D, options.bias()));
   out = register_module("out", make_linear(D, D, options.bias()));
@@ -45,7 +47,7 @@ void AttentionImpl::set_rule(BetaRule rule) {
 }
 
 torch::Tensor AttentionImpl::logit_scale(int64_t T, const torch::TensorOptions& like) {
-  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d_head()));
+  const double inv_sqrt_d = options.scale() / std::sqrt(static_cast<double>(d_head()));
   // float64 on the CPU, rounded once onto the input's device: the same scale on every device
   auto M = torch::arange(1, T + 1, torch::TensorOptions().dtype(torch::kFloat64));  // (T,)
   if (options.rule() == BetaRule::kSsmax)
@@ -136,7 +138,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto [q, k, v] = heads(x);                          // (B, T, H, dh), (B, N + T, H, dh) twice
   double alpha = 1.0;
   if (options.rule() == BetaRule::kNone) {
-    alpha = 1.0 / std::sqrt(static_cast<double>(d_head()));  // constant scale: fused into the GEMM
+    // constant scale: fused into the GEMM
+    alpha = options.scale() / std::sqrt(static_cast<double>(d_head()));
   } else {
     q = q * logit_scale(T, x.options()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
   }

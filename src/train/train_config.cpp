@@ -56,6 +56,12 @@ Key int_key(std::string name, Ref<int64_t> ref, int64_t lo, int64_t hi) {
           [=](const TrainConfig& c) { return std::to_string(at(ref, c)); }};
 }
 
+// A double as a TOML float literal (1 -> 1.0), exact on reading back.
+std::string toml_real(double v) {
+  std::string s = fmt::format("{}", v);
+  return s.find_first_of(".en") == std::string::npos ? s + ".0" : s;
+}
+
 // lo_open: the lower bound itself is excluded (a rate that must be > 0).
 Key real_key(std::string name, Ref<double> ref, double lo, bool lo_open, double hi) {
   std::string ok = hi == std::numeric_limits<double>::infinity()
@@ -69,10 +75,7 @@ Key real_key(std::string name, Ref<double> ref, double lo, bool lo_open, double 
               bad_value(name, n, ok);
             ref(c) = *v;
           },
-          [=](const TrainConfig& c) {
-            std::string s = fmt::format("{}", at(ref, c));
-            return s.find_first_of(".en") == std::string::npos ? s + ".0" : s;
-          }};
+          [=](const TrainConfig& c) { return toml_real(at(ref, c)); }};
 }
 
 std::string toml_string(const std::string& s) {
@@ -195,7 +198,8 @@ std::vector<std::pair<std::string, std::string>> model_items(const ModelConfig& 
       {"activation", toml_string(to_string(m.activation))},
       {"ffn_mult", std::to_string(m.ffn_mult)},
       {"ffn_slots", std::to_string(m.ffn_slots)},
-      {"attn_mem_kv", std::to_string(m.attn_mem_kv)}};
+      {"attn_mem_kv", std::to_string(m.attn_mem_kv)},
+      {"attn_scale", toml_real(m.attn_scale)}};
   std::vector<std::pair<std::string, std::string>> items;
   for (const auto& key : model_config_keys()) items.emplace_back(key, value.at(key));
   return items;

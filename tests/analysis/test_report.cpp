@@ -24,9 +24,13 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   for (const char* section :
        {"# recall report (quick)", "## 1. Capacity of random stores", "## 2. The probe",
         "## 3. Trained attention at longer contexts", "## 4. Which heads recall",
-        "## 5. Trained stores against constructed ones", "## 6. Facts"})
+        "## 5. Trained stores against constructed ones", "## 6. Facts", "## 7. Sharpness",
+        "## 8. Capacity scaling laws", "## 9. Facts to saturation", "## 10. Learned key-values",
+        "## 11. Length extrapolation"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
-  for (const char* plot : {"probe.png", "extrapolate.png", "inspect.png", "fit.png"}) {
+  for (const char* plot :
+       {"probe.png", "extrapolate.png", "inspect.png", "fit.png", "beta_sweep.png", "scaling.png",
+        "facts_sweep.png", "lm.png", "extrapolation.png"}) {
     EXPECT_EQ(test::read_text(dir / "rep/" + std::string(plot)).substr(1, 3), "PNG") << plot;
     EXPECT_NE(md.find(fmt::format("]({})", plot)), std::string::npos) << plot;
   }
@@ -66,6 +70,34 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   ASSERT_EQ(facts.size(), 2u);
   for (const auto& f : facts) EXPECT_GT(f["eval"]["accuracy"].get<double>(), 2.0 / 32) << f;
   EXPECT_EQ(facts[0]["parameters"], facts[1]["parameters"]);  // equal parameter counts
+  // the experiments: every attn_scale with finite statistics, entropy at most uniform's
+  const auto beta = nlohmann::json::parse(test::read_text(dir / "rep/beta_sweep.json"));
+  ASSERT_EQ(beta["points"].size(), 6u);
+  for (const auto& p : beta["points"]) {
+    EXPECT_GT(p["grad_norm_init"].get<double>(), 0.0) << p;
+    EXPECT_LE(p["entropy_init"].get<double>(), p["entropy_uniform"].get<double>() + 1e-9) << p;
+  }
+  // the theory slopes of the essay's laws, and the probe's beside them
+  const auto scaling = nlohmann::json::parse(test::read_text(dir / "rep/scaling.json"));
+  std::map<std::string, nlohmann::json> fit;
+  for (const auto& f : scaling["fits"]) fit[f["store"].get<std::string>()] = f;
+  EXPECT_NEAR(fit.at("outer_product")["slope"].get<double>(), 1.0, 0.05);
+  EXPECT_NEAR(fit.at("relu2")["slope"].get<double>(), 2.0, 0.1);
+  EXPECT_NEAR(fit.at("relu2")["measured"].get<double>(), 2.0, 0.2);
+  EXPECT_NEAR(fit.at("softmax")["slope"]["a"].get<double>(), 2.0, 0.1);
+  // facts: every kind at the same parameter count, and something stored
+  const auto sweep = nlohmann::json::parse(test::read_text(dir / "rep/facts_sweep.json"));
+  ASSERT_GE(sweep["points"].size(), 7u);
+  for (const auto& p : sweep["points"]) EXPECT_EQ(p["params"], sweep["points"][0]["params"]) << p;
+  EXPECT_GT(sweep["plateau"][0]["bits_per_param"].get<double>(), 0.1);
+  const auto lm = nlohmann::json::parse(test::read_text(dir / "rep/lm.json"));
+  ASSERT_EQ(lm["runs"].size(), 4u);
+  for (const auto& r : lm["runs"]) {
+    EXPECT_LT(r["val_bits_per_char"].get<double>(), 8.0) << r;
+    EXPECT_GT(r["tokens_per_s"].get<double>(), 0.0) << r;
+  }
+  const auto ext = nlohmann::json::parse(test::read_text(dir / "rep/extrapolation.json"));
+  EXPECT_FALSE(ext["fits"].empty());
 }
 
 TEST(Report, RejectsAnOutThatIsAFile) {

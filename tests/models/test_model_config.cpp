@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
+#include <cmath>
+
 #include "recall/models/model.h"
 #include "recall/models/model_config.h"
 
@@ -49,6 +51,11 @@ TEST(ModelConfig, RejectsBadValuesNamingKeyValueAndRange) {
   c = {};
   c.attn_mem_kv = -1;
   expect_rejected(c, {"attn_mem_kv = -1", ">= 0"});
+  c = {};
+  c.attn_scale = 0;
+  expect_rejected(c, {"attn_scale = 0", "(0, 1024]"});
+  c.attn_scale = std::nan("");
+  expect_rejected(c, {"attn_scale = nan"});
   c = {};
   c.ffn_mult = 0;
   expect_rejected(c, {"ffn_mult = 0", ">= 1"});

@@ -1,6 +1,8 @@
 // Attention against the naive reference of model_reference.h, for every beta rule.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "recall/stores/attention.h"
 #include "stores/model_reference.h"
 
@@ -91,6 +93,32 @@ TEST(ModelAttention, LogitScaleFollowsTheRule) {
   auto s = a->logit_scale(8, torch::kFloat64).squeeze(0) * std::sqrt(4.0);  // (T,) beta / beta_0
   for (int64_t t = 0; t < 8; ++t)
     EXPECT_NEAR(s[t].item<double>(), std::max(1.0, std::log(t + 1.0) / std::log(4.0)), 1e-12);
+}
+
+// attn_scale s multiplies every logit: the same as multiplying the query projection by s (RoPE is
+// linear in q), under every rule and with memory key-values.
+TEST(ModelAttention, ScaleMultipliesTheLogitsLikeScaledQueries) {
+  for (BetaRule rule : all_beta_rules())
+    for (double s : {0.25, 3.0}) {
+      auto a = make_attention(rule, true, 2, 4);
+      auto scaled = std::dynamic_pointer_cast<AttentionImpl>(a->clone());
+      scaled->options.scale(s);
+      {
+        torch::NoGradGuard no_grad;
+        a->qkv->weight.narrow(0, 0, 8).mul_(s);  // the q rows of [q; k; v]
+        a->qkv->bias.narrow(0, 0, 8).mul_(s);
+      }
+      auto x = torch::randn({2, 7, 8}, torch::kFloat64);
+      EXPECT_TRUE(torch::allclose(scaled->forward(x), a->forward(x), 1e-12, 1e-12))
+          << to_string(rule) << " scale " << s;
+      EXPECT_TRUE(torch::allclose(scaled->recall_weights(x), a->recall_weights(x), 1e-12, 1e-12))
+          << to_string(rule) << " scale " << s;
+    }
+}
+
+TEST(ModelAttention, RejectsANonPositiveScale) {
+  for (double s : {0.0, -1.0, std::nan("")})
+    EXPECT_THROW(Attention(AttentionOptions(8, 2, 4).scale(s)), std::invalid_argument) << s;
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 //   3. mqar-tiny trained under each beta rule, accuracy at 1x .. 16x its length (extrapolate.png);
 //   4. the heads of the mqar run trained with rule none: which recall, their ISR with length;
 //   5. trained stores against constructed ones of the same width (fit.png);
-//   6. facts: an MLP against learned key-values at equal parameters, each read as a store.
-// The default run takes about 15 minutes on 2 cores; quick (a test runs it) about 2.
+//   6. facts: an MLP against learned key-values at equal parameters, each read as a store;
+//   7-11. the experiments of recall/analysis/experiments.h: sharpness, scaling laws, facts to
+//      saturation per feed-forward kind, learned key-values on language, length extrapolation
+//      with and without positions.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -46,6 +46,9 @@ struct ModelConfig {
   int64_t ffn_mult = 4;     // hidden width = ffn_mult * d_model (linear, mlp, glu)
   int64_t ffn_slots = 0;    // learned_kv: number of learned key/value slots per head
   int64_t attn_mem_kv = 0;  // learned key/values concatenated to the context keys
+  // The attention logit multiplier relative to the standard 1 / sqrt(d_head) (the sharpness beta in
+  // units of the standard one); the beta rules multiply it.
+  double attn_scale = 1.0;
   void validate() const;
   int64_t head_dim() const { return d_model / n_heads; }
 };

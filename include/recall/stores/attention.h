@@ -1,11 +1,12 @@
 // Causal multi-head softmax attention: a softmax store over the context (docs/science.md §4, §5).
 // For query position t the logits are
-//   q_t . k_s / sqrt(d_head) * beta(M) / beta_0,   M = t + 1, L = seq_len,
-// with beta(M) / beta_0 from the layer's rule (rule none is standard attention). ssmax learns the
-// scale per head (initialised so that it equals su). With mem_kv = N, N learned key/value vectors
-// per head are concatenated in front of the context keys and are visible to every query.
-// As a store: the memories of query t are the N learned key/values and the t + 1 context ones;
-// keys()/values() are the N learned ones (H, N, d_head), recall_weights the attention weights.
+//   scale q_t . k_s / sqrt(d_head) * beta(M) / beta_0,   M = t + 1, L = seq_len,
+// with beta(M) / beta_0 from the layer's rule (rule none with scale 1 is standard attention). ssmax
+// learns the scale per head (initialised so that it equals su). With mem_kv = N, N learned
+// key/value vectors per head are concatenated in front of the context keys and are visible to every
+// query. As a store: the memories of query t are the N learned key/values and the t + 1 context
+// ones; keys()/values() are the N learned ones (H, N, d_head), recall_weights the attention
+// weights.
 #pragma once
 #include <torch/torch.h>
 
@@ -24,6 +25,7 @@ struct AttentionOptions {
   TORCH_ARG(bool, rope) = true;
   TORCH_ARG(bool, bias) = false;
   TORCH_ARG(int64_t, mem_kv) = 0;
+  TORCH_ARG(double, scale) = 1.0;  // logit multiplier on top of 1 / sqrt(d_head) and the rule
 };
 
 // The keys and values of the positions decoded so far, for incremental decoding: k, v (B, n, H,

@@ -1,0 +1,74 @@
+// The essay's claims as experiments. Each is a command (`recall experiment NAME --out DIR`) that
+// writes one JSON file and one plot into DIR (its training runs under DIR/runs/), and a section of
+// `recall report`:
+//   sharpness      mqar-tiny trained at attn_scale 0.25 .. 8 (docs/science.md §4): accuracy, steps
+//                  to 99 %, the attention-logit gradient norm and softmax entropy at
+//                  initialisation and after training                         -> beta_sweep.json
+//   scaling        capacity against d_k, relu power, exp terms and softmax beta, from theory and
+//                  the probe (§2, §3); fitted log-log slopes beside the essay's forms, and the
+//                  per-M ISR of outer product and least squares              -> scaling.json
+//   facts          facts to saturation per feed-forward kind at equal parameter count (§6): bits
+//                  stored against the number of facts, bits per parameter at the plateau
+//                                                                             -> facts_sweep.json
+//   lm             the text task at equal parameters: mlp, swiglu, learned_kv, and attention
+//                  alone with learned memory key-values (the all-attention layer) -> lm.json
+//   extrapolation  mqar-tiny with pos rope and none, per beta rule: the recalling heads' ISR
+//                  against the context length M, fitted to ISR = c (M - 1)^b beside the probe's
+//                  softmax curve under the same rule                          -> extrapolation.json
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recall/models/model.h"
+#include "recall/train/task.h"
+
+namespace recall {
+
+struct ExperimentConfig {
+  std::string name;     // one of experiment_names()
+  std::string out_dir;  // the JSON, the plot, and runs/ for the trained models
+  bool quick = false;   // fewer points, seeds and steps: rough numbers in about a minute each
+  bool progress = true;
+  int64_t steps = 0;  // training steps of every run (0: the experiment's own for quick or not)
+  // Throws std::invalid_argument naming the value and the accepted names.
+  void validate() const;
+};
+
+struct ExperimentResult {
+  std::string title;  // the report section's title
+  std::string json;   // file names in out_dir
+  std::string plot;
+  std::string markdown;  // the section's body: what was run, tables, the plot
+  double seconds = 0;
+};
+
+const std::vector<std::string>& experiment_names();
+
+// Runs (or, where its runs exist in out_dir/runs, reuses) one experiment and writes its files.
+ExperimentResult run_experiment(const ExperimentConfig& config);
+
+// Least-squares slope of y against x (both as given: pass logs for a log-log slope); needs two
+// distinct x.
+double fitted_slope(const std::vector<double>& x, const std::vector<double>& y);
+
+// The gradient of a loss with respect to the logits z of w = softmax(z) (last dimension), from its
+// gradient g with respect to w: w (g - sum_s w_s g_s). Same shape as w.
+torch::Tensor softmax_logit_grad(const torch::Tensor& w, const torch::Tensor& g);
+
+// Attention statistics of `model` on `batch`, summed over layers and heads:
+//   grad_norm: || dL / dz ||_2 over every attention logit z (after the scale, before the softmax;
+//              L the mean cross-entropy over the batch's scored positions), from the gradient of
+//              the weights w = softmax(z) through softmax_logit_grad;
+//   entropy:   the mean over rows (layer, batch, head, query) of -sum_s w_s ln w_s, in nats;
+//   uniform_entropy: the same for uniform weights over the keys each query sees.
+struct AttentionStats {
+  double grad_norm = 0, entropy = 0, uniform_entropy = 0;
+};
+AttentionStats attention_stats(Transformer& model, const Batch& batch);
+
+// The first step in a run's metrics.jsonl whose evaluation accuracy is >= target; nullopt if none.
+std::optional<int64_t> steps_to_accuracy(const std::string& metrics_file, double target);
+
+}  // namespace recall

@@ -1,0 +1,50 @@
+// recall experiment NAME: one of the essay's claims as an experiment, written as JSON and a plot
+// (recall/analysis/experiments.h).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "recall/analysis/experiments.h"
+#include "recall/core/io.h"
+
+namespace recall::cli {
+
+void add_experiment(CLI::App& root, Action& action) {
+  struct Opts {
+    std::string name, out;
+    bool quick = false, quiet = false;
+    int64_t steps = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = root.add_subcommand(
+      "experiment", "run one of the essay's claims as an experiment; write its JSON and plot");
+  cmd->add_option("name", o->name,
+                  "sharpness, scaling, facts, lm or extrapolation (the report runs them all)")
+      ->required();
+  cmd->add_option("--out", o->out, "folder for the JSON, the plot and runs/")->required();
+  cmd->add_flag("--quick", o->quick, "fewer points, seeds and steps (rough numbers)");
+  cmd->add_option("--steps", o->steps, "training steps of every run (0: the experiment's own)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
+  cmd->callback([o, &action] {
+    ExperimentConfig config;
+    config.name = o->name;
+    config.out_dir = o->out;
+    config.quick = o->quick;
+    config.progress = !o->quiet;
+    config.steps = o->steps;
+    config.validate();
+    check_output_dir("--out", o->out);
+    action = [config] {
+      const ExperimentResult r = run_experiment(config);
+      fmt::print("# {}\n\n{}\n{}\n{}\n({:.0f} s)\n", r.title, r.markdown,
+                 (std::filesystem::path(config.out_dir) / r.json).string(),
+                 (std::filesystem::path(config.out_dir) / r.plot).string(), r.seconds);
+      return 0;
+    };
+  });
+}
+
+}  // namespace recall::cli

@@ -1,0 +1,134 @@
+// The experiments' pieces against independent computations, and the essay's small identities: one
+// gradient step on a linear layer is an outer-product (delta-rule) write, and the per-M ISR of the
+// outer-product and least-squares stores measured by the probe follows the closed forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "recall/analysis/experiments.h"
+#include "recall/analysis/probe.h"
+#include "recall/models/block.h"
+#include "recall/stores/outer_product.h"
+#include "train_test_util.h"
+
+namespace recall {
+namespace {
+
+// From W = 0, one full-batch gradient step of lr 1 on 1/2 sum_i || W k_i - v_i ||^2 gives
+// W = sum_i v_i k_i^T: the outer-product store written with the same keys and values. From any W
+// the step adds the outer product of the residuals v_i - W k_i (the delta rule).
+TEST(Identities, OneGradientStepOnALinearLayerIsAnOuterProductWrite) {
+  torch::manual_seed(3);
+  const int64_t M = 5, dk = 6, dv = 4;
+  auto keys = torch::randn({M, dk}, torch::kFloat64),
+       values = torch::randn({M, dv}, torch::kFloat64);
+  torch::nn::Linear layer(torch::nn::LinearOptions(dk, dv).bias(false));
+  layer->to(torch::kFloat64);
+  auto step = [&] {
+    layer->zero_grad();
+    (0.5 * (layer(keys) - values).square().sum()).backward();
+    torch::NoGradGuard no_grad;
+    layer->weight -= layer->weight.grad();  // lr 1
+  };
+  {
+    torch::NoGradGuard no_grad;
+    layer->weight.zero_();
+  }
+  step();
+  OuterProductStore store(OuterProductStoreOptions(dk, dv));
+  store->to(torch::kFloat64);
+  store->write(keys, values);
+  auto x = torch::randn({7, dk}, torch::kFloat64);
+  EXPECT_TRUE(torch::allclose(layer(x), store->forward(x), 1e-12, 1e-12));
+  // from a non-zero W: the change is sum_i (v_i - W k_i) k_i^T
+  const auto before = layer->weight.detach().clone();
+  const auto residual = values - keys.mm(before.t());  // (M, dv)
+  step();
+  EXPECT_TRUE(
+      torch::allclose(layer->weight.detach() - before, residual.t().mm(keys), 1e-12, 1e-12));
+}
+
+// The essay's per-M ISR table at d = 64: outer product E[ISR^2] = (M - 1) / d exactly for unit keys
+// (E[s^2] = 1/d); least squares 0 up to M = d and M / d - 1 above (exact for Gaussian keys, close
+// for unit ones).
+TEST(Identities, ProbeIsrOfOuterProductAndLeastSquaresFollowsTheClosedForms) {
+  ProbeConfig pc;
+  pc.stores = {"outer_product", "least_squares"};
+  pc.m = {16, 64, 256, 1024, 4096, 16384};
+  pc.trials = 1;
+  pc.queries = 256;
+  pc.rules = {};
+  const auto r = run_probe(pc);
+  ASSERT_EQ(r.stores.size(), 2u);
+  const double d = 64;
+  for (size_t i = 0; i < pc.m.size(); ++i) {
+    const double M = static_cast<double>(pc.m[i]);
+    SCOPED_TRACE(pc.m[i]);
+    const double outer = std::sqrt((M - 1) / d);
+    EXPECT_NEAR(r.stores[0].curve[i].isr.rms / outer, 1.0, 0.08);
+    if (M <= d) {
+      EXPECT_LT(r.stores[1].curve[i].isr.rms, 1e-3);
+    } else {
+      EXPECT_NEAR(r.stores[1].curve[i].isr.rms / std::sqrt(M / d - 1), 1.0, 0.1);
+    }
+  }
+}
+
+TEST(Experiments, SoftmaxLogitGradMatchesAutograd) {
+  torch::manual_seed(0);
+  auto z = torch::randn({3, 5, 7}, torch::kFloat64).requires_grad_(true);
+  auto r = torch::randn({3, 5, 7}, torch::kFloat64);
+  auto w = torch::softmax(z, -1);
+  auto g = torch::autograd::grad({(w * r).square().sum()}, {w}, {}, true)[0];
+  auto dz = torch::autograd::grad({(w * r).square().sum()}, {z})[0];
+  EXPECT_TRUE(torch::allclose(softmax_logit_grad(w.detach(), g), dz, 1e-12, 1e-12));
+}
+
+// With the query projections zeroed every query attends uniformly: the entropy is that of uniform
+// weights, ln(t + 1) averaged over positions, and the logits still receive gradient.
+TEST(Experiments, AttentionStatsOfUniformAttention) {
+  auto tc = test::tiny_mqar();
+  torch::manual_seed(0);
+  Transformer model(tc.model);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& b : model->blocks) b->attn->qkv->weight.narrow(0, 0, tc.model.d_model).zero_();
+  }
+  auto task = make_task(tc);
+  Rng rng(1);
+  const Batch batch = task->sample(4, tc.model.seq_len, rng);
+  const auto s = attention_stats(model, batch);
+  double expect = 0;
+  for (int64_t t = 1; t <= tc.model.seq_len; ++t) expect += std::log(static_cast<double>(t));
+  expect /= static_cast<double>(tc.model.seq_len);
+  EXPECT_NEAR(s.uniform_entropy, expect, 1e-9);
+  EXPECT_NEAR(s.entropy, expect, 1e-5);
+  EXPECT_GT(s.grad_norm, 0.0);
+  EXPECT_TRUE(std::isfinite(s.grad_norm));
+}
+
+TEST(Experiments, FittedSlopeAndStepsToAccuracy) {
+  EXPECT_NEAR(fitted_slope({1, 2, 3, 4}, {3, 5, 7, 9}), 2.0, 1e-12);
+  EXPECT_THROW(fitted_slope({1, 1}, {2, 3}), std::invalid_argument);
+  test::TempDir dir;
+  const std::string f = dir / "metrics.jsonl";
+  test::write_text(f,
+                   "{\"step\": 50, \"loss\": 1.0}\n"
+                   "{\"step\": 100, \"eval\": {\"accuracy\": 0.5}}\n"
+                   "{\"step\": 200, \"eval\": {\"accuracy\": 0.995}}\n"
+                   "{\"step\": 300, \"eval\": {\"accuracy\": 1.0}}\n");
+  EXPECT_EQ(steps_to_accuracy(f, 0.99), std::optional<int64_t>(200));
+  EXPECT_EQ(steps_to_accuracy(f, 0.999), std::optional<int64_t>(300));
+  EXPECT_FALSE(steps_to_accuracy(f, 1.5).has_value());
+}
+
+TEST(Experiments, RejectsAnUnknownNameOrNoOut) {
+  test::TempDir dir;
+  test::expect_usage_errors({{{"experiment", "bogus", "--out", dir / "x"}, "bogus"},
+                             {{"experiment", "scaling"}, "--out"}},
+                            dir);
+}
+
+}  // namespace
+}  // namespace recall
