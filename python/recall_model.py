@@ -97,6 +97,7 @@ class Attention(nn.Module):
         self.rule, self.use_rope, self.base = c["attn_rule"], c["pos"] == "rope", c.get(
             "rope_base", 10000.0)
         self.N = c["attn_mem_kv"]
+        self.s = c.get("attn_scale", 1.0)  # multiplies 1 / sqrt(d_head) under every rule
         self.qkv = nn.Linear(D, 3 * D, bias=c["bias"])
         self.out = nn.Linear(D, D, bias=c["bias"])
         if self.N > 0:
@@ -116,9 +117,9 @@ class Attention(nn.Module):
             v = torch.cat([expand(self.mem_v), v], 1)
         M = torch.arange(1, T + 1, dtype=torch.float64)
         if self.rule == "ssmax":
-            scale = self.ssmax.scale[:, None] * torch.log(M.to(x.dtype))[None] / math.sqrt(self.dh)
+            scale = self.ssmax.scale[:, None] * torch.log(M.to(x.dtype))[None] * self.s / math.sqrt(self.dh)
         else:
-            scale = (beta_ratio(self.rule, M, self.L) / math.sqrt(self.dh)).to(x.dtype)[None]
+            scale = (beta_ratio(self.rule, M, self.L) * self.s / math.sqrt(self.dh)).to(x.dtype)[None]
         logits = torch.einsum("bthd,bshd->bhts", q, k) * scale[..., None]  # (B, H, T, N + T)
         col = torch.arange(self.N + T)[None]
         row = torch.arange(T)[:, None]

@@ -34,6 +34,7 @@ nlohmann::json model_json(const ModelConfig& c) {
           {"tied_head", c.tied_head},
           {"bias", c.bias},
           {"attn_rule", to_string(c.attn_rule)},
+          {"attn_scale", c.attn_scale},
           {"ffn", to_string(c.ffn)},
           {"activation", to_string(c.activation)},
           {"ffn_mult", c.ffn_mult},

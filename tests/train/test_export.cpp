@@ -78,12 +78,14 @@ std::vector<Case> cases() {
     c.tied_head = true;
     c.attn_mem_kv = 3;
     c.attn_rule = BetaRule::kYarn;
+    c.attn_scale = 2.5;
   });
   add("rmsnorm_bias_memkv_learned_kv", [](ModelConfig& c) {
     c.bias = true;
     c.attn_mem_kv = 2;
     c.ffn = FfnKind::kLearnedKv;
     c.attn_rule = BetaRule::kSsmax;
+    c.attn_scale = 0.5;
   });
   return out;
 }
