@@ -1,11 +1,12 @@
 // recall train: a run from a TOML config into a folder; stopped by SIGINT/SIGTERM after a
-// checkpoint.
+// checkpoint. --nproc N: N processes on this host (recall/train/distributed.h).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "recall/core/signals.h"
+#include "recall/train/distributed.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {
@@ -15,6 +16,8 @@ void add_train(CLI::App& root, Action& action) {
     std::string config, out;
     std::vector<std::string> sets;
     bool resume = false;
+    int nproc = 1;
+    double dist_timeout = kDefaultDistTimeoutSeconds;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("train", "train a model on a task (mqar, facts, text)");
@@ -23,17 +26,32 @@ void add_train(CLI::App& root, Action& action) {
   cmd->add_option("--out", args->out, "run folder: checkpoint.bin, metrics.jsonl, config.toml")
       ->required();
   cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
+  cmd->add_option("--nproc", args->nproc,
+                  "train as N processes on this host, each on 1/N of every batch (default 1)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--dist-timeout", args->dist_timeout,
+                  "seconds a process waits for the others (to start, in every gradient "
+                  "exchange) before it fails (default 300)")
+      ->check(CLI::Range(1.0, 86400.0));
   cmd->callback([args, &action] {
     action = [args] {
+      const auto timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(args->dist_timeout * 1000));
+      if (args->nproc > 1) {
+        train_config_from_file(args->config, args->sets);  // a bad config fails here, once
+        return launch_local(args->nproc, timeout);
+      }
       const TrainConfig config = train_config_from_file(args->config, args->sets);
       install_stop_signals();
       TrainOptions options;
       options.out_dir = args->out;
       options.resume = args->resume;
       options.stop = [](int64_t) { return stop_signal(); };
+      options.dist_timeout_s = args->dist_timeout;
       const TrainResult r = train(config, options);
       nlohmann::json summary{
           {"step", r.step}, {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
+      if (dist_env_from_environment().rank != 0) return r.stopped_by ? 128 + r.stopped_by : 0;
       if (r.stopped_by) {
         summary["stopped_by_signal"] = r.stopped_by;
         fmt::print(stderr, "stopped by signal {} after step {}; checkpoint written to {}\n",
