@@ -1,5 +1,6 @@
 #include "recall/core/machine.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
 
@@ -10,7 +11,9 @@ namespace recall {
 double measure_gemm_gflops(int iters, int repeats) {
   torch::NoGradGuard no_grad;
   const int64_t n = 1024;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  // a generator of its own: measuring must not move torch's default one, which checkpoints hold
+  auto gen = at::detail::createCPUGenerator(0);
+  auto a = torch::randn({n, n}, gen), b = torch::randn({n, n}, gen), c = torch::empty({n, n});
   for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);
   double best = 0;
   for (int rep = 0; rep < repeats; ++rep) {
