@@ -138,7 +138,9 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
     if (e) std::rethrow_exception(e);
   // .grad += g_0 + g_1 + ... + g_{n-1}, added in this order whatever order the workers finished in.
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params.size(); ++i) {
+  // Last parameters first, as backward produces them: the all-reduce buckets fill from the end, so
+  // the first starts while the rest are summed.
+  for (size_t i = params.size(); i-- > 0;) {
     torch::Tensor sum;
     for (int64_t w = 0; w < n; ++w) {
       const auto& g = grads[w][i];

@@ -15,7 +15,8 @@
 // are launched, so that every rank issues the same collectives in the same order. What overlaps:
 // with one worker thread per rank, each bucket's all-reduce runs on c10d's threads while autograd
 // computes the rest of the backward; with several worker threads, the gradients exist only once
-// every worker is done, and a bucket's all-reduce overlaps only the summing of the later buckets.
+// every worker is done, and a bucket's all-reduce overlaps only the summing of the workers'
+// gradients for the buckets after it.
 // The summed gradients are the same bytes on every rank, so the clip and AdamW keep the ranks'
 // parameters identical without any broadcast.
 #pragma once
