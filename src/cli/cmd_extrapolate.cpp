@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
@@ -39,7 +40,7 @@ void add_extrapolate(CLI::App& root, Action& action) {
       ->delimiter(',');
   cmd->add_option("--batches", o->config.batches, "evaluation batches per point")
       ->capture_default_str();
-  cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write accuracy against length to this file (.png or .svg)");
   cmd->callback([o, &action] {
     for (const auto& name : o->rules) {
@@ -50,13 +51,13 @@ void add_extrapolate(CLI::App& root, Action& action) {
       }
     }
     o->config.validate();
-    if (!o->json.empty()) check_output_path("--json", o->json);
+    check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
-    o->config.progress = true;
     action = [o] {
+      o->config.progress = !quiet();
       const auto points = extrapolate(o->config);
-      std::fputs(extrapolate_table(points).c_str(), stdout);
-      if (!o->json.empty()) write_file_atomic(o->json, extrapolate_json(points));
+      if (!is_stdout(o->json)) std::fputs(extrapolate_table(points).c_str(), stdout);
+      write_output(o->json, extrapolate_json(points));
       if (!o->plot.empty()) write_extrapolate_plot(points, o->plot);
       return 0;
     };

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/analysis/fit.h"
 #include "recall/core/io.h"
 
@@ -27,15 +28,15 @@ void add_fit(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--seed", o->config.seed, "seed of memories and initialisation")
       ->capture_default_str();
-  cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->callback([o, &action] {
     o->config.kind = fit_kind_from_string(o->kind);
     o->config.validate();
-    if (!o->json.empty()) check_output_path("--json", o->json);
+    check_output("--json", o->json);
     action = [o] {
       const FitResult r = fit_capacity(o->config);
-      std::fputs(fit_table(r).c_str(), stdout);
-      if (!o->json.empty()) write_file_atomic(o->json, fit_json(r));
+      if (!is_stdout(o->json)) std::fputs(fit_table(r).c_str(), stdout);
+      write_output(o->json, fit_json(r));
       return 0;
     };
   });

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
@@ -29,7 +30,7 @@ void add_inspect(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--batches", o->batches, "mqar batches per length and rule")
       ->capture_default_str();
-  cmd->add_option("--json", o->json, "also write the result as JSON to this file");
+  cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
   cmd->callback([o, &action] {
     InspectConfig config;
@@ -44,13 +45,13 @@ void add_inspect(CLI::App& root, Action& action) {
       }
     }
     config.validate();
-    if (!o->json.empty()) check_output_path("--json", o->json);
+    check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o, config] {
       Restored restored = restore(o->checkpoint);
       const InspectResult r = inspect(restored, config, o->checkpoint);
-      std::fputs(inspect_table(r).c_str(), stdout);
-      if (!o->json.empty()) write_file_atomic(o->json, inspect_json(r));
+      if (!is_stdout(o->json)) std::fputs(inspect_table(r).c_str(), stdout);
+      write_output(o->json, inspect_json(r));
       if (!o->plot.empty()) write_inspect_plot(r, o->plot);
       return 0;
     };

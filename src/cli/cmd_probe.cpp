@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/analysis/probe_output.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
@@ -91,30 +92,30 @@ void add_probe(CLI::App& root, Action& action) {
   struct Opts {
     ProbeConfig config;
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
-    bool no_rules = false, quiet = false;
+    bool no_rules = false;
     std::string json, csv, plot;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
       root.add_subcommand("probe", "measure every store's ISR against M beside exact theory");
   add_probe_flags(cmd, o->config, o->rules, o->no_rules);
-  cmd->add_option("--json", o->json, "write every number as JSON to this file");
-  cmd->add_option("--csv", o->csv, "write every curve point as CSV to this file");
+  cmd->add_option("--json", o->json, "write every number as JSON to this file (- : stdout)");
+  cmd->add_option("--csv", o->csv, "write every curve point as CSV to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write a log-log plot to this file (.png or .svg)");
-  cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
   cmd->callback([o, &action] {
     resolve_rules(o->config, o->rules, o->no_rules);
-    if (!o->json.empty()) check_output_path("--json", o->json);
-    if (!o->csv.empty()) check_output_path("--csv", o->csv);
+    check_output("--json", o->json);
+    check_output("--csv", o->csv);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
     action = [o] {
       Progress progress("probe");
       ProgressFn fn;
-      if (!o->quiet) fn = [&progress](double d, double t) { progress(d, t); };
+      if (!quiet()) fn = [&progress](double d, double t) { progress(d, t); };
       const ProbeResult r = run_probe(o->config, fn);
-      std::fputs(probe_table(r).c_str(), stdout);
-      if (!o->json.empty()) write_file_atomic(o->json, probe_json(r));
-      if (!o->csv.empty()) write_file_atomic(o->csv, probe_csv(r));
+      // the table, unless the data itself goes to stdout
+      if (!is_stdout(o->json) && !is_stdout(o->csv)) std::fputs(probe_table(r).c_str(), stdout);
+      write_output(o->json, probe_json(r));
+      write_output(o->csv, probe_csv(r));
       if (!o->plot.empty()) write_probe_plot(r, o->plot);
       return 0;
     };

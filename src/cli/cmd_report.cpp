@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/analysis/report.h"
 #include "recall/core/io.h"
 
@@ -13,19 +14,18 @@ namespace recall::cli {
 void add_report(CLI::App& root, Action& action) {
   struct Opts {
     std::string out;
-    bool quick = false, quiet = false;
+    bool quick = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand(
       "report", "run the essay's reproduction and the trained-model experiments; write Markdown");
   cmd->add_option("--out", o->out, "folder for report.md, plots, JSON and runs/")->required();
   cmd->add_flag("--quick", o->quick, "smaller runs: about 2 minutes instead of 15");
-  cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
   cmd->callback([o, &action] {
     check_output_dir("--out", o->out);
     action = [o] {
       ReportConfig config = ReportConfig::make(o->out, o->quick);
-      config.progress = !o->quiet;
+      config.progress = !quiet();
       fmt::print("{}\n", run_report(config));
       return 0;
     };

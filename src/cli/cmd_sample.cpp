@@ -1,5 +1,10 @@
-// recall sample: continue a prompt with a trained model (text: characters; other tasks: token ids).
+// recall sample: continue a prompt with a trained model (text: characters; other tasks: token
+// ids), decoding incrementally with a KV cache: each new token attends to the cached keys and
+// values instead of running the whole context again. Past seq_len tokens the context slides: each
+// token then reads the last seq_len tokens in one forward, as the model saw them in training.
 #include <fmt/format.h>
+
+#include <limits>
 
 #include "commands.h"
 #include "recall/core/error.h"
@@ -7,10 +12,26 @@
 
 namespace recall::cli {
 
+namespace {
+
+// The next token of each row of logits (N, vocab): the most likely at temperature 0, else drawn
+// from softmax(logits / temperature) over the top_k most likely (0: all).
+torch::Tensor pick(torch::Tensor logits, double temperature, int64_t top_k) {
+  logits = logits.to(torch::kDouble);
+  if (temperature == 0) return logits.argmax(-1);  // (N,)
+  if (top_k > 0 && top_k < logits.size(-1)) {
+    auto kth = std::get<0>(logits.topk(top_k, -1)).select(-1, top_k - 1).unsqueeze(-1);  // (N, 1)
+    logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
+  }
+  return torch::multinomial(torch::softmax(logits / temperature, -1), 1).squeeze(-1);  // (N,)
+}
+
+}  // namespace
+
 void add_sample(CLI::App& root, Action& action) {
   struct Args {
     std::string checkpoint, prompt;
-    int64_t tokens = 200, seed = 0;
+    int64_t tokens = 200, seed = 0, top_k = 0, samples = 1;
     double temperature = 1.0;
   };
   auto args = std::make_shared<Args>();
@@ -20,6 +41,10 @@ void add_sample(CLI::App& root, Action& action) {
   cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", args->temperature, "0 picks the most likely token")
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", args->top_k, "draw from the k most likely tokens only (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--samples", args->samples, "independent continuations, one per line")
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", args->seed, "sampling seed")->check(CLI::NonNegativeNumber);
   cmd->callback([args, &action] {
     action = [args] {
@@ -28,26 +53,34 @@ void add_sample(CLI::App& root, Action& action) {
       auto task = r.config.task.kind == TaskKind::kText
                       ? std::make_unique<TextTask>(r.config.task.text_units, r.vocabulary)
                       : make_task(r.config);
-      std::vector<int64_t> ids = task->encode(args->prompt);
+      std::vector<int64_t> prompt = task->encode(args->prompt);
       torch::manual_seed(static_cast<uint64_t>(args->seed));
-      if (ids.empty()) ids.push_back(torch::randint(task->vocab_size(), {1}).item<int64_t>());
-      const size_t prompt_len = ids.size();
+      if (prompt.empty()) prompt.push_back(torch::randint(task->vocab_size(), {1}).item<int64_t>());
+      const int64_t N = args->samples, ctx = r.config.model.seq_len;
       torch::NoGradGuard no_grad;
-      const auto ctx = static_cast<size_t>(r.config.model.seq_len);
+      // ids (N, length): every row starts with the prompt
+      auto ids = torch::tensor(prompt).unsqueeze(0).repeat({N, 1});
+      KvCache kv;
+      torch::Tensor logits;  // (N, vocab) after the last token
+      if (ids.size(1) <= ctx) logits = r.model->forward_incremental(ids, kv).select(1, -1);
       for (int64_t i = 0; i < args->tokens; ++i) {
-        const size_t from = ids.size() > ctx ? ids.size() - ctx : 0;
-        auto x = torch::tensor(std::vector<int64_t>(ids.begin() + from, ids.end())).unsqueeze(0);
-        auto logits = r.model->forward(x).select(1, -1).squeeze(0).to(torch::kDouble);
-        const int64_t next =
-            args->temperature == 0
-                ? logits.argmax().item<int64_t>()
-                : torch::multinomial(torch::softmax(logits / args->temperature, -1), 1)
-                      .item<int64_t>();
-        ids.push_back(next);
+        if (!logits.defined()) {  // past seq_len: the last ctx tokens in one forward
+          kv.clear();
+          logits = r.model->forward(ids.narrow(1, ids.size(1) - ctx, ctx)).select(1, -1);
+        }
+        auto next = pick(logits, args->temperature, args->top_k).unsqueeze(1);  // (N, 1)
+        ids = torch::cat({ids, next}, 1);
+        logits = ids.size(1) <= ctx ? r.model->forward_incremental(next, kv).select(1, -1)
+                                    : torch::Tensor();
       }
-      fmt::print("{}{}\n", task->decode({ids.begin(), ids.begin() + prompt_len}),
-                 (r.config.task.kind == TaskKind::kText ? "" : " ") +
-                     task->decode({ids.begin() + prompt_len, ids.end()}));
+      const auto plen = static_cast<std::ptrdiff_t>(prompt.size());
+      for (int64_t n = 0; n < N; ++n) {
+        auto row = ids[n].contiguous();
+        std::vector<int64_t> all(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+        fmt::print("{}{}\n", task->decode({all.begin(), all.begin() + plen}),
+                   (r.config.task.kind == TaskKind::kText ? "" : " ") +
+                       task->decode({all.begin() + plen, all.end()}));
+      }
       return 0;
     };
   });

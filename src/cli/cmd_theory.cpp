@@ -15,15 +15,15 @@ void add_theory(CLI::App& root, Action& action) {
     std::string json;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd =
-      root.add_subcommand("theory", "exact theory capacity of every store (docs/science.md §3)");
+  auto* cmd = root.add_subcommand("theory", "exact theory capacity of every store");
   cmd->add_option("--dk", o->d_k, "key dimension")
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--beta", o->beta, "sharpness of exp<n> and softmax")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--json", o->json, "also write the table as JSON to FILE; alone: JSON on stdout")
+  cmd->add_option("--json", o->json,
+                  "also write the table as JSON to FILE; alone or -: JSON on stdout")
       ->expected(0, 1)
       ->default_str("-");
   cmd->callback([o, &action] {

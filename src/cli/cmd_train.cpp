@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/core/signals.h"
 #include "recall/train/distributed.h"
 #include "recall/train/trainer.h"
@@ -48,12 +49,13 @@ void add_train(CLI::App& root, Action& action) {
       options.resume = args->resume;
       options.stop = [](int64_t) { return stop_signal(); };
       options.dist_timeout_s = args->dist_timeout;
+      options.progress = !quiet();
       const TrainResult r = train(config, options);
       nlohmann::json summary{
           {"step", r.step}, {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};
       if (dist_env_from_environment().rank != 0) return r.stopped_by ? 128 + r.stopped_by : 0;
-      if (r.stopped_by) {
-        summary["stopped_by_signal"] = r.stopped_by;
+      if (r.stopped_by) summary["stopped_by_signal"] = r.stopped_by;
+      if (r.stopped_by && !quiet()) {
         fmt::print(stderr, "stopped by signal {} after step {}; checkpoint written to {}\n",
                    r.stopped_by, r.step, args->out);
       }

@@ -21,5 +21,8 @@ void add_fit(CLI::App& root, Action& action);
 void add_inspect(CLI::App& root, Action& action);
 void add_extrapolate(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
+void add_export(CLI::App& root, Action& action);
+void add_sweep(CLI::App& root, Action& action);
+void add_plot(CLI::App& root, Action& action);
 
 }  // namespace recall::cli

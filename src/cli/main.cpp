@@ -4,14 +4,37 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.h"
+#include "output.h"
 #include "recall/core/allocator.h"
 #include "recall/core/blas.h"
 #include "recall/core/error.h"
 #include "recall/core/kernels.h"
 #include "recall/core/threads.h"
 #include "recall/train/distributed.h"
+
+namespace {
+
+// The first word that is not an option (nor the value of one) when it names no command: CLI11
+// would report it as an unexpected argument, or ask for a subcommand, without naming it.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("-", 0) == 0) {
+      const CLI::Option* opt = app.get_option_no_throw(word);
+      if (opt && opt->get_expected_min() > 0 && word.find('=') == std::string::npos) ++i;
+      continue;
+    }
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      if (sub->check_name(word)) return "";
+    return word;
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
@@ -20,8 +43,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --threads may come after the subcommand
   int threads = 0;
-  app.add_option("--threads", threads, "intra-op threads (default: all cores)")
+  app.add_option("--threads", threads,
+                 "intra-op threads (default: OMP_NUM_THREADS, else the CPUs allowed by affinity "
+                 "and the cgroup quota)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--quiet", recall::cli::quiet(), "no progress or notes on stderr");
+  app.set_version_flag("--version", [] {
+    return fmt::format("recall {} (default threads here: {})", RECALL_VERSION,
+                       recall::default_threads());
+  });
 
   recall::cli::Action action;
   recall::cli::add_theory(app, action);
@@ -34,12 +64,26 @@ int main(int argc, char** argv) {
   recall::cli::add_inspect(app, action);
   recall::cli::add_extrapolate(app, action);
   recall::cli::add_report(app, action);
+  recall::cli::add_export(app, action);
+  recall::cli::add_sweep(app, action);
+  recall::cli::add_plot(app, action);
+
+  if (const std::string word = unknown_command(app, argc, argv); !word.empty()) {
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "error: unknown command '%s': the commands are %s (see recall --help)\n",
+                 word.c_str(), names.c_str());
+    return 2;
+  }
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: %s (see recall --help)\n", e.what());

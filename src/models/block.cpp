@@ -32,6 +32,11 @@ void BlockImpl::reset() {
   register_module("ffn", as_module(ffn));
 }
 
+torch::Tensor BlockImpl::forward_incremental(const torch::Tensor& x, AttentionKv& kv) {
+  auto h = x + attn->forward_incremental(norm1(x), kv);
+  return ffn ? h + ffn->forward(norm2(h)) : h;
+}
+
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, ActivationCache* cache,
                                  const std::string& prefix) {
   if (!cache) {

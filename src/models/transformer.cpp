@@ -46,6 +46,24 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& idx, ActivationCache
   return fast_linear(x, head ? head->weight : tok_emb->weight);  // (B, T, vocab)
 }
 
+torch::Tensor TransformerImpl::forward_incremental(const torch::Tensor& idx, KvCache& kv) {
+  check_arg(idx.dim() == 2 && idx.scalar_type() == torch::kInt64,
+            fmt::format("idx: expected (B, T) int64 token ids, got {} dimensions", idx.dim()));
+  const int64_t offset = kv.length(), T = idx.size(1);
+  check_arg(config.pos != PosKind::kLearned || offset + T <= config.seq_len,
+            fmt::format("sequence length {} exceeds seq_len = {} with pos = learned", offset + T,
+                        config.seq_len));
+  check_arg(kv.layers.empty() ||
+                (kv.layers.size() == blocks.size() && kv.layers.front().k.size(0) == idx.size(0)),
+            "forward_incremental: the cache belongs to another model or batch size");
+  kv.layers.resize(blocks.size());
+  auto x = tok_emb(idx);  // (B, T, D)
+  if (pos_emb) x = x + pos_emb->weight.narrow(0, offset, T);
+  for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_incremental(x, kv.layers[i]);
+  x = norm_f->forward(x);
+  return fast_linear(x, head ? head->weight : tok_emb->weight);  // (B, T, vocab)
+}
+
 const torch::Tensor& ActivationCache::at(const std::string& name) const {
   auto it = tensors.find(name);
   check_arg(it != tensors.end(),

@@ -53,13 +53,14 @@ torch::Tensor AttentionImpl::logit_scale(int64_t T, torch::ScalarType dtype) {
   return (beta_for(options.rule(), M, L, 1.0) * inv_sqrt_d).to(dtype).unsqueeze(0);  // (1, T)
 }
 
-std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x) {
+std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int64_t offset) {
   const int64_t B = x.size(0), T = x.size(1), H = options.n_heads();
   auto qkv_heads =
       fast_linear(x, qkv->weight, qkv->bias).view({B, T, 3, H, d_head()});  // (B, T, 3, H, dh)
   auto parts = qkv_heads.unbind(2);  // views (B, T, H, dh), rows 3 D apart
   if (options.rope()) {
-    auto tables = rope_tables(T, d_head(), x.scalar_type());
+    auto tables = rope_tables(offset + T, d_head(), x.scalar_type());
+    if (offset > 0) tables = {tables.cos.narrow(0, offset, T), tables.sin.narrow(0, offset, T)};
     return {apply_rope(parts[0], tables), apply_rope(parts[1], tables), parts[2]};
   }
   return {parts[0], parts[1], parts[2]};
@@ -79,26 +80,41 @@ std::array<torch::Tensor, 3> AttentionImpl::heads(const torch::Tensor& x) {
   check_arg(x.dim() == 3 && x.size(2) == options.d_model(),
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
-  auto [q, k, v] = project(x);  // (B, T, H, dh) each
-  const int64_t B = x.size(0), N = options.mem_kv();
-  if (N > 0) {
-    auto expand = [&](const torch::Tensor& m) {  // (H, N, dh) -> (B, N, H, dh)
-      return m.transpose(0, 1).unsqueeze(0).expand({B, N, options.n_heads(), d_head()});
-    };
-    k = torch::cat({expand(mem_k), k}, 1);  // (B, N + T, H, dh)
-    v = torch::cat({expand(mem_v), v}, 1);  // (B, N + T, H, dh)
-  }
-  return {q, k, v};
+  auto [q, k, v] = project(x);                                   // (B, T, H, dh) each
+  return {q, with_memories(mem_k, k), with_memories(mem_v, v)};  // (B, N + T, H, dh)
 }
 
-torch::Tensor AttentionImpl::attention_weights(const torch::Tensor& q, const torch::Tensor& k) {
-  const int64_t T = q.size(1), N = k.size(1) - T;
-  auto scale = logit_scale(T, q.scalar_type());  // (H|1, T), includes 1 / sqrt(dh)
+torch::Tensor AttentionImpl::with_memories(const torch::Tensor& mem, const torch::Tensor& k) {
+  const int64_t B = k.size(0), N = options.mem_kv();
+  if (N == 0) return k;
+  // (H, N, dh) -> (B, N, H, dh)
+  auto m = mem.transpose(0, 1).unsqueeze(0).expand({B, N, options.n_heads(), d_head()});
+  return torch::cat({m, k}, 1);
+}
+
+torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, AttentionKv& kv) {
+  check_arg(x.dim() == 3 && x.size(2) == options.d_model(),
+            fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
+                        options.d_model(), x.dim()));
+  const int64_t offset = kv.length();
+  auto [q, k, v] = project(x, offset);  // (B, T, H, dh) each, at positions offset..
+  kv.k = offset > 0 ? torch::cat({kv.k, k}, 1) : k.contiguous();  // (B, offset + T, H, dh)
+  kv.v = offset > 0 ? torch::cat({kv.v, v}, 1) : v.contiguous();
+  auto w = attention_weights(q, with_memories(mem_k, kv.k), offset);  // (B, H, T, N + offset + T)
+  auto y = torch::einsum("bhts,bshd->bthd", {w, with_memories(mem_v, kv.v)});  // (B, T, H, dh)
+  return output(y);
+}
+
+torch::Tensor AttentionImpl::attention_weights(const torch::Tensor& q, const torch::Tensor& k,
+                                               int64_t offset) {
+  const int64_t T = q.size(1), N = k.size(1) - T - offset;  // N: the learned memories
+  // (H|1, T), includes 1 / sqrt(dh)
+  auto scale = logit_scale(offset + T, q.scalar_type()).narrow(1, offset, T);
   auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, N+T)
   // query t sees the N memories and context keys s <= t: key column j is visible when j <= N + t
-  auto col = torch::arange(N + T, torch::kInt64).unsqueeze(0);  // (1, N + T)
-  auto row = torch::arange(T, torch::kInt64).unsqueeze(1);      // (T, 1)
-  auto masked = col.gt(row + N).to(q.device());                 // (T, N + T)
+  auto col = torch::arange(N + offset + T, torch::kInt64).unsqueeze(0);      // (1, N + offset + T)
+  auto row = torch::arange(offset, offset + T, torch::kInt64).unsqueeze(1);  // (T, 1)
+  auto masked = col.gt(row + N).to(q.device());                              // (T, N + offset + T)
   return torch::softmax(logits.masked_fill(masked, -std::numeric_limits<double>::infinity()), -1);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "recall/core/error.h"
+#include "recall/core/threads.h"
 #include "recall/train/data_parallel.h"
 
 // LibTorch's CMake target defines USE_C10D_GLOO (and USE_C10D_NCCL in a CUDA build) when its c10d
@@ -86,9 +87,8 @@ std::pair<int64_t, int64_t> batch_rows(int64_t B, int rank, int world) {
 
 int threads_per_local_rank() {
   const int local = env_int("LOCAL_WORLD_SIZE", 1, 1, 1 << 16);
-  if (local <= 1) return 0;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / local);
+  if (local <= 1 || std::getenv("OMP_NUM_THREADS")) return 0;  // the default decides
+  return std::max(1, default_threads() / local);
 }
 
 // The process group and the gradient buckets.

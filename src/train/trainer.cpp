@@ -219,8 +219,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     metrics.open(metrics_file, std::ios::app);
   }
   const bool progress = options.progress && writer;
-  if (progress && options.print_config) fmt::print("# resolved config\n{}", config.to_toml());
-  std::fflush(stdout);
+  if (progress && options.print_config)
+    fmt::print(stderr, "# resolved config\n{}", config.to_toml());
 
   auto save = [&] {
     for (const auto& p : model->parameters())

@@ -101,7 +101,7 @@ TEST(Cli, BadInputIsOneLineExitTwoAndNoFile) {
       {"probe --json /nonexistent-dir/x.json", "does not exist"},
       {"probe --unknown-flag" + json, "unknown-flag"},
       {"theory --dk 1" + json, "--dk"},
-      {"nosuchcommand", "subcommand"},
+      {"nosuchcommand", "unknown command 'nosuchcommand'"},
       {"report --quick --out /proc/recall-report", "cannot create the folder"},
   };
   for (const auto& [args, needle] : cases) {

@@ -57,8 +57,9 @@ TEST(TrainRuns, EvalAndSampleFromTheCli) {
   const auto trained = test::run_cli(
       {"train", "--config", dir / "t.toml", "--out", dir / "run", "--threads", "1"}, dir);
   ASSERT_EQ(trained.code, 0) << trained.err;
-  EXPECT_NE(trained.out.find("text_file = '" + (dir / "corpus.txt") + "'"), std::string::npos)
-      << "the resolved config is printed, with the file relative to the config";
+  EXPECT_NE(trained.err.find("text_file = '" + (dir / "corpus.txt") + "'"), std::string::npos)
+      << "the resolved config is printed on stderr, with the file relative to the config";
+  EXPECT_EQ(nlohmann::json::parse(trained.out)["step"], 60) << "stdout carries the summary alone";
   EXPECT_NE(trained.err.find("tok/s"), std::string::npos);
 
   const auto eval =

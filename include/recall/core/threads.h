@@ -2,9 +2,15 @@
 #include <string>
 
 namespace recall {
-// Sets torch's intra-op threads; n <= 0 means all cores. Torch here defaults to 1 thread.
+// Sets torch's intra-op threads; n <= 0 means default_threads(). Torch here defaults to 1 thread.
 // Returns the number set.
 int set_threads(int n);
+// The default thread count: OMP_NUM_THREADS when it is set to a positive number, else the CPUs
+// this process may run on, capped by the cgroup CPU quota (/sys/fs/cgroup/cpu.max).
+int default_threads();
+// The thread count a cgroup v2 cpu.max line allows ("200000 100000": 2; "150000 100000": 2, the
+// quota rounded up), or 0 for no quota ("max 100000") or an unreadable line.
+int cpu_quota_threads(const std::string& cpu_max);
 // Parses --device (cpu | cuda); throws UsageError when cuda is asked for and not available.
 std::string check_device(const std::string& device);
 }  // namespace recall

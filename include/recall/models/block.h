@@ -26,6 +26,8 @@ class BlockImpl : public torch::nn::Cloneable<BlockImpl> {
   // `prefix` (e.g. "blocks.0.", activation_cache.h) and runs the plain-torch attention path.
   torch::Tensor forward(const torch::Tensor& x, ActivationCache* cache = nullptr,
                         const std::string& prefix = "");
+  // Incremental decoding (attention.h AttentionKv): x (B, T, d_model) at positions kv.length()..
+  torch::Tensor forward_incremental(const torch::Tensor& x, AttentionKv& kv);
 
   ModelConfig config;
   Norm norm1{nullptr};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "recall/models/activation_cache.h"
+#include "recall/stores/attention.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/feed_forward.h"
 
@@ -55,6 +56,14 @@ const std::vector<std::string>& model_config_keys();
 class BlockImpl;
 class NormImpl;
 
+// The keys and values of every attention layer for the tokens decoded so far (KV cache):
+// TransformerImpl::forward_incremental appends to it. Empty: nothing decoded yet.
+struct KvCache {
+  std::vector<AttentionKv> layers;
+  int64_t length() const { return layers.empty() ? 0 : layers.front().length(); }
+  void clear() { layers.clear(); }
+};
+
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(ModelConfig config);
@@ -63,6 +72,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // With a cache, also records every block's activations (activation_cache.h); without one, the
   // fast path.
   torch::Tensor forward(const torch::Tensor& idx, ActivationCache* cache = nullptr);
+  // Incremental decoding: idx (B, T) are the tokens at positions kv.length() .. kv.length() + T - 1
+  // of sequences whose earlier tokens kv holds -> their logits (B, T, vocab), equal to forward's
+  // at those positions of the whole sequences; their keys and values are appended to kv. Each
+  // new token costs one pass over the cached keys instead of a forward over the whole prefix.
+  torch::Tensor forward_incremental(const torch::Tensor& idx, KvCache& kv);
   // Change the beta rule of every attention layer (evaluation at other lengths).
   void set_attn_rule(BetaRule rule);
   int64_t num_parameters() const;

@@ -26,6 +26,13 @@ struct AttentionOptions {
   TORCH_ARG(int64_t, mem_kv) = 0;
 };
 
+// The keys and values of the positions decoded so far, for incremental decoding: k, v (B, n, H,
+// d_head), k after RoPE, without the learned memories; undefined before the first call.
+struct AttentionKv {
+  torch::Tensor k, v;
+  int64_t length() const { return k.defined() ? k.size(1) : 0; }
+};
+
 class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
  public:
   explicit AttentionImpl(AttentionOptions options);
@@ -39,15 +46,24 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
   torch::Tensor values() const override;  // mem_v: (H, N, d_head)
   int64_t size() const override { return options.mem_kv(); }
 
+  // Incremental decoding: x (B, T, d_model) holds the positions kv.length() .. kv.length() + T - 1;
+  // their keys and values are appended to kv, and the output equals forward's at those positions
+  // of the whole sequence (plain torch ops).
+  torch::Tensor forward_incremental(const torch::Tensor& x, AttentionKv& kv);
+
   // The pieces of forward with plain torch ops (the slow path, which a model's activation cache
   // reads): q (B, T, H, dh) after RoPE, k and v (B, N + T, H, dh) with the N memories first.
   std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
-  // softmax of the scaled, causally masked logits of q against k: (B, H, T, N + T)
-  torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k);
+  // softmax of the scaled, causally masked logits of q against k: (B, H, T, N + T). With an
+  // offset, q holds the positions offset .. offset + T - 1 and k (B, N + offset + T, H, dh).
+  torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k,
+                                  int64_t offset = 0);
   // per head outputs y (B, T, H, dh) -> head_mask, then the output projection: (B, T, d_model)
   torch::Tensor output(const torch::Tensor& y);
-  // q, k, v of x after RoPE, each (B, T, H, d_head).
-  std::array<torch::Tensor, 3> project(const torch::Tensor& x);
+  // q, k, v of x after RoPE, each (B, T, H, d_head); x holds positions offset .. offset + T - 1.
+  std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0);
+  // The N learned memories in front of context keys or values k (B, S, H, dh): (B, N + S, H, dh).
+  torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
   // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for
   // ssmax, (1, T) otherwise.
   torch::Tensor logit_scale(int64_t T, torch::ScalarType dtype);

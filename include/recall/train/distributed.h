@@ -50,8 +50,9 @@ struct DistEnv {
 // that is malformed or out of range.
 DistEnv dist_env_from_environment();
 
-// Intra-op threads for this process when none were asked for: the cores shared out among
-// LOCAL_WORLD_SIZE processes on this host (as torchrun does); 0 (all cores) without it.
+// Intra-op threads for this process when none were asked for: the default thread count shared
+// out among LOCAL_WORLD_SIZE processes on this host; 0 (the default) without it or when
+// OMP_NUM_THREADS is set (torchrun sets it).
 int threads_per_local_rank();
 
 // Rows [first, second) of a global batch of B rows that rank `rank` of `world` trains on:

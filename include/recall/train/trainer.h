@@ -36,7 +36,7 @@ struct TrainOptions {
   bool resume = false;       // continue from out_dir/checkpoint.bin (its config must match)
   bool reuse = false;        // resume when out_dir holds a run (a finished one is only evaluated)
   bool progress = true;      // the progress line on stderr
-  bool print_config = true;  // with progress: the resolved config on stdout at start
+  bool print_config = true;  // with progress: the resolved config on stderr at start
   // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
   // from the CLI, or any value a caller chooses).
   std::function<int(int64_t step)> stop;

@@ -1,0 +1,242 @@
+"""recall's transformer in plain PyTorch, to load a model written by `recall export`.
+
+    import sys; sys.path.insert(0, "python")           # this folder of the recall repository
+    from recall_model import load
+    model = load("runs/mqar-export")                   # logits = model(torch.tensor([[1, 2, 3]]))
+
+The architecture is the one of recall's C++ model, written again from its definition (only torch):
+decoder-only and pre-norm,
+    x = tok_emb(idx) [+ pos_emb[:T]]
+    per block: x = x + attn(norm1(x));  x = x + ffn(norm2(x))   (no second half with ffn = none)
+    logits = norm_f(x) @ W^T,  W = head.weight, or tok_emb.weight with tied_head
+Attention is causal softmax attention whose logits q_t . k_s / sqrt(d_head) are multiplied, for
+query position t, by beta(M) / beta_0 with M = t + 1 keys seen and L = seq_len (the beta rule):
+    none: 1    su: ln M / ln L    qwen: max(1, ln M / ln L)    yarn: (0.1 ln max(1, M / L) + 1)^2
+    ssmax: s_h ln M with s learned per head.
+attn_mem_kv = N learned key/values per head precede the context keys and every query sees them.
+Feed-forward kinds: linear W2 W1 x, mlp W2 act(W1 x), glu W2 (act(W1 x) * W3 x), learned_kv
+W2 softmax_h(q_h K_h^T / sqrt(d_head)) V_h with q = W1 x, or none. Positions: rope (rotate-half,
+base 10000), learned, or none. Parameter names equal those of the C++ modules, so the exported
+state dict loads with strict=True.
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def activate(name, s):
+    if name == "relu":
+        return F.relu(s)
+    if name == "relu2":
+        return F.relu(s).pow(2)
+    if name == "relu3":
+        return F.relu(s).pow(3)
+    if name == "gelu":
+        return F.gelu(s)  # the exact (erf) GELU
+    if name == "silu":
+        return F.silu(s)
+    raise ValueError(f"activation '{name}' is unknown")
+
+
+def beta_ratio(rule, M, L):
+    """beta(M) / beta_0 for memory counts M (a float64 tensor) at training length L."""
+    ln_l = math.log(L)
+    if rule == "none":
+        return torch.ones_like(M)
+    if rule in ("su", "ssmax"):
+        return torch.log(M) / ln_l
+    if rule == "qwen":
+        return torch.clamp_min(torch.log(M) / ln_l, 1.0)
+    if rule == "yarn":
+        t = 0.1 * torch.log(torch.clamp_min(M / L, 1.0)) + 1.0
+        return t * t
+    raise ValueError(f"beta rule '{rule}' is unknown")
+
+
+def rope(x, base):
+    """Rotates channel pairs (i, i + d/2) of x (B, T, H, d) at position t by t * base^(-2i/d)."""
+    T, d = x.shape[1], x.shape[-1]
+    inv_freq = torch.pow(base, -torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)  # (T, d/2)
+    angles = torch.cat([angles, angles], -1)  # (T, d)
+    cos, sin = angles.cos().to(x.dtype)[:, None], angles.sin().to(x.dtype)[:, None]  # (T, 1, d)
+    half = d // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
+
+
+class Norm(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.kind, self.eps, self.dim = c["norm"], c.get("norm_eps", 1e-5), c["d_model"]
+        self.weight = nn.Parameter(torch.ones(self.dim))
+        has_bias = self.kind == "layernorm" and c["bias"]
+        self.bias = nn.Parameter(torch.zeros(self.dim)) if has_bias else None
+
+    def forward(self, x):
+        if self.kind == "layernorm":
+            return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class SsmaxScale(nn.Module):
+    def __init__(self, heads):
+        super().__init__()
+        self.scale = nn.Parameter(torch.zeros(heads))
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        D, H = c["d_model"], c["n_heads"]
+        self.H, self.dh, self.L = H, D // H, c["seq_len"]
+        self.rule, self.use_rope, self.base = c["attn_rule"], c["pos"] == "rope", c.get(
+            "rope_base", 10000.0)
+        self.N = c["attn_mem_kv"]
+        self.qkv = nn.Linear(D, 3 * D, bias=c["bias"])
+        self.out = nn.Linear(D, D, bias=c["bias"])
+        if self.N > 0:
+            self.mem_k = nn.Parameter(torch.zeros(H, self.N, self.dh))
+            self.mem_v = nn.Parameter(torch.zeros(H, self.N, self.dh))
+        if self.rule == "ssmax":
+            self.ssmax = SsmaxScale(H)
+
+    def forward(self, x, cache=None, prefix=""):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # (B, T, H, dh) each
+        if self.use_rope:
+            q, k = rope(q, self.base), rope(k, self.base)
+        if self.N > 0:
+            expand = lambda m: m.transpose(0, 1).unsqueeze(0).expand(B, self.N, self.H, self.dh)
+            k = torch.cat([expand(self.mem_k), k], 1)  # (B, N + T, H, dh)
+            v = torch.cat([expand(self.mem_v), v], 1)
+        M = torch.arange(1, T + 1, dtype=torch.float64)
+        if self.rule == "ssmax":
+            scale = self.ssmax.scale[:, None] * torch.log(M.to(x.dtype))[None] / math.sqrt(self.dh)
+        else:
+            scale = (beta_ratio(self.rule, M, self.L) / math.sqrt(self.dh)).to(x.dtype)[None]
+        logits = torch.einsum("bthd,bshd->bhts", q, k) * scale[..., None]  # (B, H, T, N + T)
+        col = torch.arange(self.N + T)[None]
+        row = torch.arange(T)[:, None]
+        logits = logits.masked_fill(col > row + self.N, float("-inf"))
+        w = torch.softmax(logits, -1)
+        y = torch.einsum("bhts,bshd->bthd", w, v).reshape(B, T, D)
+        a = self.out(y)
+        if cache is not None:
+            cache.update({prefix + "attn.q": q, prefix + "attn.k": k, prefix + "attn.v": v,
+                          prefix + "attn.weights": w, prefix + "attn.out": a})
+        return a
+
+
+class FeedForward(nn.Module):
+    """The feed-forward store; weights(x) are its recall weights (the hidden activations)."""
+
+    def __init__(self, c):
+        super().__init__()
+        D, kind, bias = c["d_model"], c["ffn"], c["bias"]
+        self.kind, self.act = kind, c["activation"]
+        if kind == "learned_kv":
+            self.H, self.dh = c["n_heads"], D // c["n_heads"]
+            S = c["ffn_slots"]
+            self.w1 = nn.Linear(D, D, bias=bias)
+            self.w2 = nn.Linear(D, D, bias=bias)
+            self.keys = nn.Parameter(torch.zeros(self.H, S, self.dh))
+            self.values = nn.Parameter(torch.zeros(self.H, S, self.dh))
+            return
+        hidden = c["ffn_mult"] * D
+        self.w1 = nn.Linear(D, hidden, bias=bias)
+        self.w2 = nn.Linear(hidden, D, bias=bias)
+        if kind == "glu":
+            self.w3 = nn.Linear(D, hidden, bias=bias)
+        elif kind not in ("linear", "mlp"):
+            raise ValueError(f"ffn '{kind}' is unknown")
+
+    def weights(self, x):
+        if self.kind == "linear":
+            return self.w1(x)
+        if self.kind == "mlp":
+            return activate(self.act, self.w1(x))
+        if self.kind == "glu":
+            return activate(self.act, self.w1(x)) * self.w3(x)
+        q = self.w1(x).reshape(*x.shape[:-1], self.H, self.dh)  # (..., H, dh)
+        logits = torch.einsum("...hd,hsd->...hs", q, self.keys) / math.sqrt(self.dh)
+        return torch.softmax(logits, -1)  # (..., H, S)
+
+    def forward(self, x, w=None):
+        w = self.weights(x) if w is None else w
+        if self.kind == "learned_kv":
+            y = torch.einsum("...hs,hsd->...hd", w, self.values)
+            return self.w2(y.reshape(x.shape))
+        return self.w2(w)
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm1 = Norm(c)
+        self.attn = Attention(c)
+        if c["ffn"] != "none":
+            self.norm2 = Norm(c)
+            self.ffn = FeedForward(c)
+        else:
+            self.ffn = None
+
+    def forward(self, x, cache=None, prefix=""):
+        if cache is not None:
+            cache[prefix + "resid_pre"] = x
+        h = x + self.attn(self.norm1(x), cache, prefix)
+        if cache is not None:
+            cache[prefix + "resid_mid"] = h
+        if self.ffn is not None:
+            n = self.norm2(h)
+            w = self.ffn.weights(n)
+            f = self.ffn(n, w)
+            if cache is not None:
+                cache[prefix + "ffn.weights"] = w
+                cache[prefix + "ffn.out"] = f
+            h = h + f
+        if cache is not None:
+            cache[prefix + "resid_post"] = h
+        return h
+
+
+class Transformer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = dict(c)
+        D = c["d_model"]
+        self.tok_emb = nn.Embedding(c["vocab_size"], D)
+        self.pos_emb = nn.Embedding(c["seq_len"], D) if c["pos"] == "learned" else None
+        self.n_layers = c["n_layers"]
+        for i in range(self.n_layers):
+            setattr(self, f"block{i}", Block(c))
+        self.norm_f = Norm(c)
+        self.head = None if c["tied_head"] else nn.Linear(D, c["vocab_size"], bias=False)
+
+    def forward(self, idx, cache=None):
+        """idx (B, T) int64 -> logits (B, T, vocab). A dict `cache` receives the activations under
+        the names of recall's C++ activation cache (blocks.i.resid_pre, blocks.i.attn.weights...)."""
+        T = idx.shape[1]
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            if T > self.pos_emb.num_embeddings:
+                raise ValueError(f"sequence length {T} exceeds seq_len with learned positions")
+            x = x + self.pos_emb.weight[:T]
+        for i in range(self.n_layers):
+            x = getattr(self, f"block{i}")(x, cache, f"blocks.{i}.")
+        x = self.norm_f(x)
+        w = self.head.weight if self.head is not None else self.tok_emb.weight
+        return x @ w.t()
+
+
+def load(path):
+    """The model of a `recall export` folder (config.json, model.pt), in eval mode."""
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    model = Transformer(config["model"])
+    model.load_state_dict(torch.load(os.path.join(path, "model.pt")), strict=True)
+    return model.eval()

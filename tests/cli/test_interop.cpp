@@ -1,0 +1,272 @@
+// The command-line conventions (--version, unknown commands, "-" as stdout, data alone on stdout,
+// --quiet, the default thread count), sampling with a KV cache, export to PyTorch, and a sweep
+// interrupted by SIGINT and resumed, then plotted: all through the real binary.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs `[env] recall args` in a shell; stdout and stderr captured in files of this test's own.
+CliResult recall(const std::string& args, const std::string& env = "") {
+  static int n = 0;
+  const fs::path dir =
+      fs::temp_directory_path() / ("recall_interop_io_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path out = dir / (std::to_string(n) + ".out"), err = dir / (std::to_string(n) + ".err");
+  ++n;
+  const std::string cmd =
+      env + " " + RECALL_BINARY + " " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A tiny mqar model trained for a few steps: quick to train, export and sample.
+const std::string kTiny =
+    "--config mqar-tiny --set d_model=16 --set n_layers=1 --set n_heads=2 --set batch_size=4 "
+    "--set warmup_steps=2 --set eval_batches=1 --set log_every=5 --set eval_every=0 "
+    "--set checkpoint_every=0";
+
+}  // namespace
+
+TEST(Conventions, VersionUnknownCommandAndHelp) {
+  const CliResult v = recall("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out.rfind("recall ", 0), 0u) << v.out;
+  const CliResult u = recall("trian --config x");
+  EXPECT_EQ(u.code, 2);
+  EXPECT_NE(u.err.find("unknown command 'trian'"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("train"), std::string::npos) << "the commands are listed: " << u.err;
+  // Help names no internal documents.
+  for (const char* cmd : {"", "theory", "probe", "bench", "train", "eval", "sample", "fit",
+                          "inspect", "extrapolate", "report", "export", "sweep", "plot"}) {
+    const CliResult h = recall(std::string(cmd) + " --help");
+    EXPECT_EQ(h.code, 0) << cmd;
+    for (const char* word : {"docs/", "science.md", "SPEC", "issue", "shared/"})
+      EXPECT_EQ(h.out.find(word), std::string::npos) << cmd << " --help names " << word;
+  }
+}
+
+TEST(Conventions, DashIsStdoutAndTablesMakeWay) {
+  const CliResult theory = recall("theory --json -");
+  ASSERT_EQ(theory.code, 0) << theory.err;
+  EXPECT_EQ(nlohmann::json::parse(theory.out)["d_k"], 64);
+  const std::string probe = "probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules ";
+  const CliResult json = recall(probe + "--json -");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["stores"][0]["store"], "relu");
+  const CliResult csv = recall(probe + "--csv -");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(csv.out.find("capacity"), std::string::npos) << "no table beside the CSV";
+  EXPECT_GE(std::count(csv.out.begin(), csv.out.end(), '\n'), 3) << csv.out;
+  const CliResult fit = recall("fit --kind linear --width 4 --dk 4 --steps 20 --json -");
+  ASSERT_EQ(fit.code, 0) << fit.err;
+  EXPECT_TRUE(nlohmann::json::parse(fit.out).is_object());
+}
+
+TEST(Conventions, QuietAndThreadsFromTheEnvironment) {
+  const CliResult omp = recall("--version", "OMP_NUM_THREADS=3");
+  ASSERT_EQ(omp.code, 0) << omp.err;
+  EXPECT_NE(omp.out.find("default threads here: 3)"), std::string::npos) << omp.out;
+  const CliResult five = recall("--version", "OMP_NUM_THREADS=5");
+  EXPECT_NE(five.out.find("default threads here: 5)"), std::string::npos) << five.out;
+  const CliResult quiet = recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules");
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+}
+
+TEST(Conventions, TrainWritesDataAloneOnStdout) {
+  const fs::path dir = fresh("recall_interop_train");
+  const CliResult t =
+      recall("train " + kTiny + " --set steps=10 --out " + (dir / "run").string() + " --threads 1");
+  ASSERT_EQ(t.code, 0) << t.err;
+  const auto j = nlohmann::json::parse(t.out);  // one JSON line and nothing else
+  EXPECT_EQ(j["step"], 10);
+  EXPECT_NE(t.err.find("# resolved config"), std::string::npos);
+  EXPECT_NE(slurp(dir / "run" / "config.toml").find("d_model = 16"), std::string::npos);
+  const CliResult q = recall("--quiet train " + kTiny + " --set steps=10 --out " +
+                             (dir / "quiet").string() + " --threads 1");
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_EQ(q.err, "");
+}
+
+TEST(Sample, SeveralSamplesTopKAndGreedy) {
+  const fs::path dir = fresh("recall_interop_sample");
+  const std::string run = (dir / "run").string();
+  ASSERT_EQ(recall("train " + kTiny + " --set steps=20 --out " + run + " --threads 1").code, 0);
+  const CliResult s =
+      recall("sample --checkpoint " + run +
+             " --prompt '1 2 3' --tokens 40 --samples 3 --top-k 4 --temperature 0.8");
+  ASSERT_EQ(s.code, 0) << s.err;
+  std::istringstream lines(s.out);
+  std::vector<std::string> rows;
+  for (std::string l; std::getline(lines, l);) rows.push_back(l);
+  ASSERT_EQ(rows.size(), 3u) << s.out;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.rfind("1 2 3 ", 0), 0u) << r;
+    EXPECT_EQ(std::count(r.begin(), r.end(), ' '), 3 + 40 - 1) << r;  // 43 ids, past seq_len 32
+  }
+  const CliResult g = recall("sample --checkpoint " + run +
+                             " --prompt '1 2 3' --tokens 40 "
+                             "--samples 2 --temperature 0");
+  ASSERT_EQ(g.code, 0) << g.err;
+  const auto nl = g.out.find('\n');
+  EXPECT_EQ(g.out.substr(0, nl + 1), g.out.substr(nl + 1)) << "greedy samples agree";
+}
+
+// A Python that imports torch, or "".
+std::string python_with_torch() {
+  for (const char* py : {"/usr/bin/python3", "python3"})
+    if (std::system((std::string(py) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0)
+      return py;
+  return "";
+}
+
+TEST(ExportCli, PythonLoadsTheExportedRun) {
+  const fs::path dir = fresh("recall_interop_export");
+  const std::string run = (dir / "run").string(), out = (dir / "exported").string();
+  ASSERT_EQ(recall("train " + kTiny + " --set steps=5 --out " + run + " --threads 1").code, 0);
+  const CliResult e = recall("export --checkpoint " + run + " --out " + out);
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.out, "");
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "exported" / "config.json"))["model"]["d_model"], 16);
+  const CliResult bad = recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
+  EXPECT_EQ(bad.code, 2);
+  const std::string python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
+  // The README's lines, then a forward pass.
+  const std::string script =
+      std::string("import sys; sys.path.insert(0, '") + RECALL_SOURCE_DIR +
+      "/python')\nfrom recall_model import load\nmodel = load('" + out +
+      "')\nimport torch\nprint(tuple(model(torch.tensor([[1, 2, 3]])).shape))\n";
+  std::ofstream(dir / "load.py") << script;
+  const std::string cmd =
+      python + " '" + (dir / "load.py").string() + "' > '" + (dir / "py.out").string() + "' 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(dir / "py.out");
+  EXPECT_EQ(slurp(dir / "py.out"), "(1, 3, 32)\n");
+}
+
+// Runs `recall args` as a child process (no shell), stdout and stderr to files; returns its pid.
+pid_t start(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv = {const_cast<char*>(RECALL_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(RECALL_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
+  const fs::path dir = fresh("recall_interop_sweep");
+  const fs::path out = dir / "sweep";
+  std::vector<std::string> args =
+      split("--threads 1 sweep " + kTiny + " --set steps=1000 --grid lr=1e-3,2e-3,3e-3 --out " +
+            out.string());
+  const pid_t pid = start(args, dir / "first.log");
+  // Interrupt while the second run trains: the first is finished, the third not started.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const fs::path second = out / "lr=2e-3" / "metrics.jsonl";
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(fs::exists(second) && fs::file_size(second) > 0))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(second)) << slurp(dir / "first.log");
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "first.log");
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "first.log");
+  auto summary = nlohmann::json::parse(slurp(out / "summary.json"));
+  ASSERT_EQ(summary["runs"].size(), 3u);
+  EXPECT_EQ(summary["runs"][0]["status"], "finished");
+  EXPECT_EQ(summary["runs"][1]["status"], "interrupted") << slurp(dir / "first.log");
+  EXPECT_LT(summary["runs"][1]["step"].get<int>(), 1000);
+  EXPECT_EQ(summary["runs"][2]["status"], "pending");
+  const auto first_log = fs::file_size(out / "lr=1e-3" / "train.log");
+
+  const CliResult resumed = recall([&] {
+    std::string a;
+    for (const auto& w : args) a += w + " ";
+    return a;
+  }());
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(fs::file_size(out / "lr=1e-3" / "train.log"), first_log) << "the finished run is kept";
+  EXPECT_NE(slurp(out / "lr=2e-3" / "train.log").find("step 1000/1000"), std::string::npos);
+  summary = nlohmann::json::parse(slurp(out / "summary.json"));
+  for (const auto& r : summary["runs"]) {
+    EXPECT_EQ(r["status"], "finished") << r.dump();
+    EXPECT_EQ(r["step"], 1000);
+    EXPECT_TRUE(r["eval"].contains("accuracy")) << r.dump();
+    EXPECT_GT(r["tokens_per_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(summary["runs"][1]["point"]["lr"], 2e-3);
+  // The resumed run's metrics continue where it stopped: each logged step once, in order.
+  std::ifstream metrics(out / "lr=2e-3" / "metrics.jsonl");
+  int64_t last = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    EXPECT_EQ(j["step"].get<int64_t>(), last + 5) << line;
+    last = j["step"];
+  }
+  EXPECT_EQ(last, 1000);
+  EXPECT_EQ(resumed.out, slurp(out / "summary.csv"));
+  EXPECT_EQ(resumed.out.substr(0, resumed.out.find('\n')),
+            "run,lr,status,step,loss,tokens_per_s,eval_accuracy,eval_loss,eval_scored");
+
+  const CliResult plot = recall("plot " + out.string() + " --out " + (dir / "curves.svg").string());
+  ASSERT_EQ(plot.code, 0) << plot.err;
+  const std::string svg = slurp(dir / "curves.svg");
+  for (const char* name :
+       {"lr=1e-3", "lr=2e-3", "lr=3e-3", "training loss", "eval accuracy", "learning rate"})
+    EXPECT_NE(svg.find(name), std::string::npos) << name;
+  const CliResult other = recall("sweep " + kTiny + " --grid lr=1e-2 --out " + out.string());
+  EXPECT_EQ(other.code, 2) << "a folder holding another sweep is refused";
+  const CliResult bad =
+      recall("sweep " + kTiny + " --grid nosuchkey=1,2 --out " + (dir / "b").string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("nosuchkey"), std::string::npos) << bad.err;
+}

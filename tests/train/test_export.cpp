@@ -1,0 +1,149 @@
+// The exported model against an independent implementation: python/recall_model.py (PyTorch,
+// written from the architecture's definition) loads `recall export`'s state dict and must give
+// recall's logits on the same tokens, for every position, feed-forward and beta-rule kind.
+#include <gtest/gtest.h>
+#include <torch/serialize.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "recall/train/export.h"
+#include "recall/train/trainer.h"
+
+namespace recall {
+namespace {
+namespace fs = std::filesystem;
+
+// A Python that imports torch: $RECALL_PYTHON, Debian's /usr/bin/python3, then python3 on PATH.
+std::string python_with_torch() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("RECALL_PYTHON")) candidates.push_back(env);
+  candidates.insert(candidates.end(), {"/usr/bin/python3", "python3"});
+  for (const auto& py : candidates)
+    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
+  return "";
+}
+
+void write_pickle(const fs::path& path, const torch::Tensor& t) {
+  const std::vector<char> bytes = torch::pickle_save(t);
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+struct Case {
+  std::string name;
+  ModelConfig model;
+};
+
+ModelConfig base() {
+  ModelConfig c;
+  c.vocab_size = 11;
+  c.d_model = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.seq_len = 6;  // the tokens are 10 long: M > L, where qwen and yarn differ from su and none
+  c.ffn_mult = 2;
+  c.ffn_slots = 3;
+  return c;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  auto add = [&](std::string name, auto edit) {
+    ModelConfig c = base();
+    edit(c);
+    out.push_back({std::move(name), c});
+  };
+  for (PosKind pos : {PosKind::kRope, PosKind::kLearned, PosKind::kNone})
+    add("pos_" + to_string(pos), [&](ModelConfig& c) {
+      c.pos = pos;
+      if (pos == PosKind::kLearned) c.seq_len = 10;
+    });
+  for (Activation a :
+       {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu})
+    add("mlp_" + to_string(a), [&](ModelConfig& c) { c.activation = a; });
+  for (Activation a : {Activation::kSilu, Activation::kRelu, Activation::kRelu2, Activation::kGelu})
+    add("glu_" + to_string(a), [&](ModelConfig& c) {
+      c.ffn = FfnKind::kGlu;
+      c.activation = a;
+    });
+  for (FfnKind f : {FfnKind::kLinear, FfnKind::kLearnedKv, FfnKind::kNone})
+    add("ffn_" + to_string(f), [&](ModelConfig& c) { c.ffn = f; });
+  for (BetaRule r : all_beta_rules())
+    add("rule_" + to_string(r), [&](ModelConfig& c) { c.attn_rule = r; });
+  add("layernorm_bias_tied_memkv", [](ModelConfig& c) {
+    c.norm = NormKind::kLayerNorm;
+    c.bias = true;
+    c.tied_head = true;
+    c.attn_mem_kv = 3;
+    c.attn_rule = BetaRule::kYarn;
+  });
+  add("rmsnorm_bias_memkv_learned_kv", [](ModelConfig& c) {
+    c.bias = true;
+    c.attn_mem_kv = 2;
+    c.ffn = FfnKind::kLearnedKv;
+    c.attn_rule = BetaRule::kSsmax;
+  });
+  return out;
+}
+
+TEST(Export, PythonReferenceGivesRecallsLogits) {
+  const std::string python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
+  const fs::path root = fs::temp_directory_path() / "recall_export_golden";
+  fs::remove_all(root);
+  std::string dirs;
+  const auto all = cases();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& [name, mc] = all[i];
+    torch::manual_seed(i);
+    Transformer model(mc);
+    {
+      // Away from the initialisation: unit norm gains, zero biases and the initial ssmax scale
+      // would hide a missing or misplaced parameter.
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.2);
+    }
+    model->eval();
+    TrainConfig tc;
+    tc.model = mc;
+    const fs::path dir = root / name;
+    export_model(model, tc, 0, {}, dir.string());
+    auto tokens = torch::randint(mc.vocab_size, {2, 10}, torch::kInt64);
+    torch::NoGradGuard no_grad;
+    write_pickle(dir / "tokens.pt", tokens);
+    write_pickle(dir / "logits.pt", model->forward(tokens));
+    dirs += " '" + dir.string() + "'";
+  }
+  const std::string cmd =
+      python + " '" + RECALL_SOURCE_DIR + "/tests/python/check_export.py'" + dirs;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const auto& c : all) {
+    std::ifstream in(root / c.name / "diff.txt");
+    double diff = -1;
+    ASSERT_TRUE(in >> diff) << c.name;
+    EXPECT_LT(diff, 1e-4) << c.name;
+    EXPECT_GE(diff, 0.0) << c.name;
+  }
+}
+
+TEST(Export, ConfigJsonNamesTheModel) {
+  ModelConfig mc = base();
+  mc.ffn = FfnKind::kGlu;
+  mc.activation = Activation::kSilu;
+  TrainConfig tc;
+  tc.model = mc;
+  const fs::path dir = fs::temp_directory_path() / "recall_export_config";
+  fs::remove_all(dir);
+  export_model(Transformer(mc), tc, 7, {}, dir.string());
+  std::ifstream in(dir / "config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  for (const char* needle : {"\"ffn\": \"glu\"", "\"activation\": \"silu\"", "\"step\": 7",
+                             "\"pos\": \"rope\"", "\"d_model\": 16"})
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
+  EXPECT_GT(fs::file_size(dir / "model.pt"), 1000u);
+}
+
+}  // namespace
+}  // namespace recall
