@@ -2,8 +2,8 @@
 # Installs recall's build dependencies from Debian's archive when they are missing (Debian 12).
 set -euo pipefail
 pkgs=(cmake g++ ninja-build libtorch-dev libopenblas0-openmp libgtest-dev libfmt-dev libcli11-dev
-      libtomlplusplus-dev nlohmann-json3-dev libbenchmark-dev gnuplot-nox python3-torch
-      fortunes)  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
+      libtomlplusplus-dev nlohmann-json3-dev libbenchmark-dev gnuplot-nox python3-torch libgloo-dev
+      iproute2 fortunes)  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -74,19 +74,26 @@ struct Proc {
   std::string out_file, err_file;
 };
 
-// Starts the CLI with `args`, its stdout and stderr going to files in `dir`.
-inline Proc spawn_cli(const std::vector<std::string>& args, const TempDir& dir) {
-  Proc p{-1, dir / "stdout.txt", dir / "stderr.txt"};
+// Starts the CLI with `args`, its stdout and stderr going to files in `dir` (named after `tag`),
+// with `env` ("NAME=value") added to its environment and `prefix` (a program and its arguments,
+// such as `ip netns exec NAME`) run in front of it.
+inline Proc spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
+                      const std::vector<std::string>& env = {}, const std::string& tag = "",
+                      const std::vector<std::string>& prefix = {}) {
+  Proc p{-1, dir / (tag + "stdout.txt"), dir / (tag + "stderr.txt")};
   p.pid = ::fork();
   if (p.pid == 0) {
     const int out = ::open(p.out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err = ::open(p.err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    std::vector<char*> argv{const_cast<char*>(RECALL_BINARY)};
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv;
+    for (const auto& a : prefix) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(const_cast<char*>(RECALL_BINARY));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(RECALL_BINARY, argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   return p;

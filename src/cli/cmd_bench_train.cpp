@@ -1,6 +1,8 @@
 // recall bench train: the throughput of `recall train`'s own loop (see recall/train/bench_train.h).
 #include "commands.h"
 #include "recall/train/bench_train.h"
+#include "recall/train/distributed.h"
+#include "recall/train/train_config.h"
 
 namespace recall::cli {
 
@@ -10,15 +12,26 @@ void add_bench_train(CLI::App& bench, Action& action) {
   auto config = std::make_shared<std::string>();
   auto steps = std::make_shared<int64_t>(0);
   auto device = std::make_shared<std::string>("cpu");
+  auto nproc = std::make_shared<int>(1);
   cmd->add_option("--config", *config, "training config (TOML file or preset name), e.g. bench-gpt")
       ->required();
   cmd->add_option("--steps", *steps,
                   "steps to run, the first 2 untimed warm-up (default: the config's steps)")
       ->check(CLI::Range(int64_t{3}, int64_t{1000000}));
   add_device_option(cmd, *device);
-  cmd->callback([&action, config, steps, device] {
-    action = [config, steps, device] {
-      return run_bench_train(*config, *steps, parse_device(*device));
+  cmd->add_option("--nproc", *nproc,
+                  "train as N processes on this host (each on 1/N of every batch); rank 0 "
+                  "prints the line")
+      ->check(CLI::Range(1, 1024));
+  cmd->callback([&action, config, steps, device, nproc] {
+    action = [config, steps, device, nproc] {
+      const torch::Device dev = parse_device(*device);
+      if (*nproc > 1) {
+        train_config_from_file(*config);  // a bad config fails here, once
+        return launch_local(*nproc, std::chrono::milliseconds(
+                                        static_cast<int64_t>(kDefaultDistTimeoutSeconds * 1000)));
+      }
+      return run_bench_train(*config, *steps, dev);
     };
   });
 }

@@ -1,11 +1,12 @@
 // recall train: a run from a TOML config into a folder; stopped by SIGINT/SIGTERM after a
-// checkpoint.
+// checkpoint. --nproc N: N processes on this host (recall/train/distributed.h).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "output.h"
+#include "recall/train/distributed.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {
@@ -16,6 +17,8 @@ void add_train(CLI::App& root, Action& action) {
     std::vector<std::string> sets;
     bool resume = false;
     int64_t max_memory = 0;
+    int nproc = 1;
+    double dist_timeout = kDefaultDistTimeoutSeconds;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("train", "train a model on a task (mqar, facts, text)");
@@ -26,19 +29,35 @@ void add_train(CLI::App& root, Action& action) {
   cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
   add_device_option(cmd, args->device);
   add_max_memory(cmd, args->max_memory);
+  cmd->add_option("--nproc", args->nproc,
+                  "train as N processes on this host, each on 1/N of every batch (default 1)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--dist-timeout", args->dist_timeout,
+                  "seconds a process waits for the others (to start, in every gradient "
+                  "exchange) before it fails (default 300)")
+      ->check(CLI::Range(1.0, 86400.0));
   cmd->callback([args, &action] {
     action = [args] {
+      const auto timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(args->dist_timeout * 1000));
+      if (args->nproc > 1) {
+        train_config_from_file(args->config, args->sets);  // a bad config fails here, once
+        parse_device(args->device);
+        return launch_local(args->nproc, timeout);
+      }
       TrainOptions options;
       options.device = parse_device(args->device);
       const TrainConfig config = train_config_from_file(args->config, args->sets);
       options.out_dir = args->out;
       options.resume = args->resume;
       options.max_memory = args->max_memory;
+      options.dist_timeout_s = args->dist_timeout;
       options.stop = stop_on_signal();
       options.progress = !quiet();
       return run_stoppable(
           [&] {
             const TrainResult r = train(config, options);
+            if (dist_env_from_environment().rank != 0) return r.stopped_by ? 128 + r.stopped_by : 0;
             nlohmann::json summary{
                 {"step", r.step},
                 {"loss", r.losses.empty() ? nullptr : nlohmann::json(r.losses.back())}};

@@ -13,6 +13,7 @@
 #include "recall/core/error.h"
 #include "recall/core/kernels.h"
 #include "recall/core/threads.h"
+#include "recall/train/distributed.h"
 
 namespace {
 
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
   }
   try {
     recall::kernels_from_environment();  // a bad RECALL_KERNELS is refused before any work
-    recall::set_threads(threads);
+    // one process among several on this host: its share of the cores
+    recall::set_threads(threads > 0 ? threads : recall::threads_per_local_rank());
     return action ? action() : 0;
   } catch (const std::invalid_argument& e) {  // bad input found while running: a flag, file, config
     std::fprintf(stderr, "error: %s\n", e.what());

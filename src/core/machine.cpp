@@ -1,5 +1,6 @@
 #include "recall/core/machine.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
@@ -11,9 +12,8 @@
 #include <limits>
 #include <sstream>
 
-#include "recall/core/error.h"
-
 #include "recall/core/device.h"
+#include "recall/core/error.h"
 
 namespace recall {
 
@@ -21,7 +21,10 @@ double measure_gemm_gflops(int iters, int repeats, const c10::Device& device) {
   torch::NoGradGuard no_grad;
   const int64_t n = 1024;
   const auto opts = torch::TensorOptions().device(device);
-  auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts),
+  // drawn on the CPU from a generator of its own: measuring must not move torch's default one,
+  // which checkpoints hold
+  auto gen = at::detail::createCPUGenerator(0);
+  auto a = torch::randn({n, n}, gen).to(device), b = torch::randn({n, n}, gen).to(device),
        c = torch::empty({n, n}, opts);
   for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);
   synchronize(device);

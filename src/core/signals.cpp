@@ -24,6 +24,8 @@ void install_stop_signals() {
   g_signal = 0;
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
+  action.sa_flags =
+      SA_RESTART;  // a system call the signal interrupts resumes: not every library retries EINTR
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);

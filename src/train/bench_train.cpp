@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "recall/core/error.h"
+#include "recall/train/distributed.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
@@ -65,6 +66,7 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Dev
   r.step_ms = dt * 1e3;
   r.gemm_gflops = run.peak_flops / 1e9;
   r.mfu = r.tokens_per_s * flops_per_token(config, params) / run.peak_flops;
+  r.nproc = dist_env_from_environment().world_size;
   return r;
 }
 
@@ -77,11 +79,13 @@ std::string to_json(const BenchTrainResult& r) {
   j["step_ms"] = std::round(r.step_ms * 10) / 10;
   j["gemm_gflops"] = std::round(r.gemm_gflops * 10) / 10;
   j["mfu"] = std::round(r.mfu * 1000) / 1000;
+  if (r.nproc > 1) j["nproc"] = r.nproc;
   return j.dump();
 }
 
 int run_bench_train(const std::string& config_path, int64_t steps, const torch::Device& device) {
-  fmt::print("{}\n", to_json(bench_train(train_config_from_file(config_path), steps, device)));
+  const auto r = bench_train(train_config_from_file(config_path), steps, device);
+  if (dist_env_from_environment().rank == 0) fmt::print("{}\n", to_json(r));
   return 0;
 }
 

@@ -66,6 +66,7 @@ std::string encode_checkpoint(const Checkpoint& c) {
   put_section(payload, "vocabulary", int64s_bytes(c.vocabulary));
   put_section(payload, "model", c.model);
   put_section(payload, "optimizer", c.optimizer);
+  if (c.world_size != 1) put_section(payload, "world_size", int64s_bytes({c.world_size}));
   std::string out(kMagic, sizeof(kMagic));
   put<uint32_t>(out, kCheckpointVersion);
   put<uint64_t>(out, payload.size());
@@ -130,6 +131,11 @@ Checkpoint decode_checkpoint(std::string_view bytes, const std::string& source) 
   c.vocabulary = int64s("vocabulary");
   c.model = std::string(section("model"));
   c.optimizer = std::string(section("optimizer"));
+  if (sections.count("world_size")) {
+    const auto w = int64s("world_size");
+    if (w.size() != 1 || w[0] < 1) throw refuse("section 'world_size' is not one process count");
+    c.world_size = w[0];
+  }
   return c;
 }
 

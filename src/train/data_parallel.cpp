@@ -91,17 +91,33 @@ WorkerPool& worker_pool(int n) {
 
 }  // namespace
 
-double data_parallel_backward(Transformer& model, const Batch& batch, int workers) {
+double data_parallel_backward(Transformer& model, const Batch& batch, int workers,
+                              int64_t scored_total, const GradReady& ready) {
   const int64_t B = batch.x.size(0);
-  const int64_t scored = batch.mask.sum().item<int64_t>();
+  const int64_t scored = scored_total > 0 ? scored_total : batch.mask.sum().item<int64_t>();
   const double scale = 1.0 / static_cast<double>(std::max<int64_t>(scored, 1));
   const int64_t n = fast_kernels(batch.x.device()) ? std::min<int64_t>(std::max(workers, 1), B) : 1;
+  const auto params = model->parameters();
   if (n == 1) {
+    // A leaf's hook sees its whole gradient of this backward (autograd has summed every use)
+    // just before it is accumulated into .grad.
+    std::vector<unsigned> hooks;
+    if (ready)
+      for (size_t i = 0; i < params.size(); ++i)
+        hooks.push_back(params[i].register_hook([&ready, i](torch::Tensor g) { ready(i, g); }));
     auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
-    loss.backward();
+    auto unhook = [&] {
+      for (size_t i = 0; i < hooks.size(); ++i) params[i].remove_hook(hooks[i]);
+    };
+    try {
+      loss.backward();
+    } catch (...) {
+      unhook();
+      throw;
+    }
+    unhook();
     return loss.item<double>();
   }
-  const auto params = model->parameters();
   std::vector<double> losses(n, 0.0);
   std::vector<std::vector<torch::Tensor>> grads(n);  // grads[w][i]: worker w's for parameter i
   std::vector<std::exception_ptr> errors(n);
@@ -122,7 +138,9 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
     if (e) std::rethrow_exception(e);
   // .grad += g_0 + g_1 + ... + g_{n-1}, added in this order whatever order the workers finished in.
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params.size(); ++i) {
+  // Last parameters first, as backward produces them: the all-reduce buckets fill from the end, so
+  // the first starts while the rest are summed.
+  for (size_t i = params.size(); i-- > 0;) {
     torch::Tensor sum;
     for (int64_t w = 0; w < n; ++w) {
       const auto& g = grads[w][i];
@@ -133,6 +151,7 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
         sum.add_(g);
     }
     if (!sum.defined()) continue;
+    if (ready) ready(i, sum);
     auto& grad = const_cast<torch::Tensor&>(params[i]).mutable_grad();
     if (grad.defined())
       grad.add_(sum);

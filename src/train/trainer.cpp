@@ -225,6 +225,12 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   if (resume) ckpt = load_checkpoint(ckpt_file);
   auto task = resolve_task(config, ckpt.vocabulary);
   if (resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
+  const DistEnv env = dist_env_from_environment();
+  if (resume && ckpt.world_size != env.world_size)
+    throw UsageError(fmt::format(
+        "checkpoint {} was trained by {} processes, this run has {}; resume with the same number "
+        "(--nproc {} or WORLD_SIZE={})",
+        ckpt_file, ckpt.world_size, env.world_size, ckpt.world_size, ckpt.world_size));
 
   torch::manual_seed(static_cast<uint64_t>(tc.seed));
   Transformer model(config.model);  // initialised on the CPU: the same weights on every device
@@ -247,24 +253,31 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     set_torch_rng_state(ckpt.torch_rng);
     step = ckpt.step;
   }
+  DataParallelGroup group(
+      env, std::chrono::milliseconds(static_cast<int64_t>(options.dist_timeout_s * 1000)),
+      model->parameters()[0].device());
+  const bool writer = group.rank() == 0;  // rank 0 alone evaluates and writes the run folder
   Rng eval_rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);
   const auto eval_set =
       task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
 
-  fs::create_directories(options.out_dir);
-  for (const char* name : {"checkpoint.bin", "config.toml", "metrics.jsonl"})  // from a kill
-    remove_atomic_leftovers((fs::path(options.out_dir) / name).string());
-  write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
   const std::string metrics_file = (fs::path(options.out_dir) / "metrics.jsonl").string();
-  if (resume)
-    trim_metrics(metrics_file, step);
-  else
-    write_file_atomic(metrics_file, "");
-  std::ofstream metrics(metrics_file, std::ios::app);
-  if (options.progress && options.print_config)
+  std::ofstream metrics;
+  if (writer) {
+    fs::create_directories(options.out_dir);
+    for (const char* name : {"checkpoint.bin", "best.bin", "config.toml", "metrics.jsonl"})
+      remove_atomic_leftovers((fs::path(options.out_dir) / name).string());
+    write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
+    if (resume)
+      trim_metrics(metrics_file, step);
+    else
+      write_file_atomic(metrics_file, "");
+    metrics.open(metrics_file, std::ios::app);
+  }
+  const bool progress = options.progress && writer;
+  if (progress && options.print_config)
     fmt::print(stderr, "# resolved config\n{}", config.to_toml());
-  if (options.progress && !task->description().empty())
-    fmt::print(stderr, "# {}\n", task->description());
+  if (progress && !task->description().empty()) fmt::print(stderr, "# {}\n", task->description());
 
   // The lowest validation loss so far, kept in best.bin beside the last checkpoint; on resume,
   // from the records the run kept.
@@ -277,17 +290,20 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
             fmt::format("step {}: the parameters are not finite; training stopped "
                         "(the last checkpoint is kept)",
                         step));
+    if (!writer) return;
     std::ostringstream task_rng;
     task_rng << rng;
-    save_checkpoint(path, {config.to_toml(), step, task_rng.str(), torch_rng_state(),
-                           task->vocabulary(), module_bytes(*model), optimizer_bytes(optimizer)});
+    save_checkpoint(path,
+                    {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
+                     module_bytes(*model), optimizer_bytes(optimizer), group.world_size()});
   };
   const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
-  auto run_eval = [&] {
+  auto run_eval = [&]() -> std::map<std::string, double> {
+    if (!writer) return {};
     TorchThreads all(workers);  // evaluation is one forward over each batch: intra-op threads
     auto m = evaluate(model, *task, eval_set);
     metrics << nlohmann::json{{"step", step}, {"eval", to_json(m)}}.dump() << "\n" << std::flush;
-    if (options.progress)
+    if (progress)
       fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}{}\n", step, m["loss"],
                  m["accuracy"],
                  m.count("bits_per_char") ? fmt::format(" bits/char {:.4f}", m["bits_per_char"])
@@ -300,9 +316,11 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   };
 
   const double tokens = static_cast<double>(tokens_per_step(config));
-  // MFU is measured against this machine's fp32 GEMM rate unless the config names a peak.
-  const double peak_flops =
-      tc.peak_flops > 0 ? tc.peak_flops : gemm_gflops_cached(options.device) * 1e9;
+  // MFU is measured against this machine's fp32 GEMM rate (this process's, times the processes)
+  // unless the config names a peak.
+  const double peak_flops = tc.peak_flops > 0
+                                ? tc.peak_flops
+                                : gemm_gflops_cached(options.device) * 1e9 * group.world_size();
   const double flops_token = flops_per_token(config, model->num_parameters());
   // With data-parallel workers, this thread's share of a step (adding up the workers' gradients,
   // the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded, because an
@@ -320,7 +338,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     const Batch b =
         to_device(task->sample(tc.batch_size, config.model.seq_len, rng), options.device);
     optimizer.zero_grad();
-    const double loss_v = data_parallel_backward(model, b, workers);
+    const double loss_v =
+        group.backward(model, b, workers, options.stop ? options.stop(step + 1) : 0);
     const std::string keep =
         resume || step > first ? "the last checkpoint is kept" : "no checkpoint was written";
     if (!std::isfinite(loss_v))
@@ -347,7 +366,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                      .dump()
               << "\n"
               << std::flush;
-      if (options.progress)
+      if (progress)
         fmt::print(stderr,
                    "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n", step,
                    tc.steps, loss_v, lr, tok_s, 100 * mfu,
@@ -355,8 +374,8 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     }
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();
     if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save(ckpt_file);
-    if (options.stop) {
-      if (int s = options.stop(step)) {
+    if (options.stop) {  // every rank's request, agreed in the step's all-reduce
+      if (int s = group.agreed_stop()) {
         save(ckpt_file);
         result.stopped_by = s;
         result.step = step;

@@ -16,6 +16,7 @@ struct BenchTrainResult {
   int64_t params = 0;
   double tokens_per_s = 0, step_ms = 0, gemm_gflops = 0, mfu = 0;
   std::string device = "cpu";
+  int nproc = 1;  // processes that trained (WORLD_SIZE): tokens_per_s counts all of their tokens
 };
 
 // Trains `config` for its `steps` (steps > 0 overrides them; the warm-up steps are part of them)
@@ -26,10 +27,11 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
                              const torch::Device& device = torch::kCPU);
 
 // One JSON line: {"impl":"recall-cpp","device":"cpu","params":..,"tokens_per_s":..,"step_ms":..,
-// "gemm_gflops":..,"mfu":..}
+// "gemm_gflops":..,"mfu":..} and "nproc" when more than one process trained.
 std::string to_json(const BenchTrainResult& result);
 
-// Reads the config (a file or a preset name), runs the benchmark and prints the JSON line. Returns
+// Reads the config (a file or a preset name), runs the benchmark and prints the JSON line (rank 0
+// only, when several processes train). Returns
 // the process exit code.
 int run_bench_train(const std::string& config_path, int64_t steps,
                     const torch::Device& device = torch::kCPU);

@@ -25,6 +25,7 @@ struct Checkpoint {
   std::vector<int64_t> vocabulary;  // text: id -> byte or codepoint
   std::string model;                // torch archive of the module's parameters and buffers
   std::string optimizer;            // torch archive of the optimizer state
+  int64_t world_size = 1;           // processes that trained it (a section only when > 1)
 };
 
 uint64_t fnv1a64(std::string_view bytes);

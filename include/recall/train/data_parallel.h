@@ -12,17 +12,26 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "recall/models/model.h"
 #include "recall/train/task.h"
 
 namespace recall {
 
-// The trainer's loss on `batch` (x, y, mask: (B, T)): the mean cross-entropy over the scored
-// positions (mask true) of the whole batch. Adds its gradient into the parameters' .grad (an
-// undefined .grad takes the gradient itself). workers <= 1, B == 1, a batch on a non-CPU device or
-// RECALL_KERNELS=reference: one backward over the whole batch on the calling thread, with torch's
-// own threading. Returns the
-// loss.
-double data_parallel_backward(Transformer& model, const Batch& batch, int workers);
+// Called on the calling thread with parameter i (index into model->parameters()) and its gradient
+// from this backward, as soon as that gradient is complete: the cross-process all-reduce
+// (recall/train/distributed.h) starts on it while the rest of the backward runs.
+using GradReady = std::function<void(size_t param_index, const torch::Tensor& grad)>;
+
+// The trainer's loss on `batch` (x, y, mask: (B, T)): the cross-entropy summed over the scored
+// positions (mask true) of the batch, divided by `scored_total` (<= 0: the batch's own count, so
+// the mean). A process training on a slice of a global batch passes the global count, so that the
+// slices' losses and gradients add up to the global batch's. Adds its gradient into the
+// parameters' .grad (an undefined .grad takes the gradient itself). workers <= 1, B == 1, a
+// batch on a non-CPU device or RECALL_KERNELS=reference: one backward over the whole batch on the
+// calling thread, with torch's own threading. Returns the loss.
+double data_parallel_backward(Transformer& model, const Batch& batch, int workers,
+                              int64_t scored_total = 0, const GradReady& ready = {});
 
 }  // namespace recall

@@ -2,8 +2,11 @@
 // global gradient-norm clip and the fused AdamW (recall/train/adamw.h), with warmup then cosine
 // decay of the learning rate; periodic evaluation, metrics as JSON lines (DIR/metrics.jsonl), a
 // progress line on stderr, and checkpoints (DIR/checkpoint.bin) from which --resume continues
-// exactly: the same losses as a run that never stopped, given the same thread count. At each
-// evaluation that lowers the validation loss, the state is also written to DIR/best.bin.
+// exactly: the same losses as a run that never stopped, given the same thread count. Started as
+// several processes (torchrun's environment, recall/train/distributed.h), each trains on its slice
+// of the batch with gradients summed across them; rank 0 alone evaluates and writes the folder, and
+// --resume needs the same number of processes. At each evaluation that lowers the
+// validation loss, the state is also written to DIR/best.bin.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "recall/models/model.h"
+#include "recall/train/distributed.h"
 #include "recall/train/task.h"
 #include "recall/train/train_config.h"
 
@@ -43,6 +47,9 @@ struct TrainOptions {
   // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
   // from the CLI, or any value a caller chooses).
   std::function<int(int64_t step)> stop;
+  // With WORLD_SIZE > 1 in the environment (recall/train/distributed.h): how long a rank waits
+  // for the others before it fails.
+  double dist_timeout_s = kDefaultDistTimeoutSeconds;
 };
 
 struct TrainResult {

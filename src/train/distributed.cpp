@@ -1,0 +1,478 @@
+// c10d process group, the bucketed gradient all-reduce, and the local launcher (see
+// recall/train/distributed.h).
+#include "recall/train/distributed.h"
+
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "recall/core/error.h"
+#include "recall/core/threads.h"
+#include "recall/train/data_parallel.h"
+
+// LibTorch's CMake target defines USE_C10D_GLOO (and USE_C10D_NCCL in a CUDA build) when its c10d
+// has the backend; the headers of Gloo (Debian: libgloo-dev) and NCCL must be at hand as well.
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>)
+#define RECALL_HAVE_GLOO 1
+#endif
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>)
+#define RECALL_HAVE_NCCL 1
+#endif
+#if defined(RECALL_HAVE_GLOO) || defined(RECALL_HAVE_NCCL)
+#define RECALL_HAVE_C10D 1
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+#ifdef RECALL_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef RECALL_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace recall {
+namespace {
+
+// A bucket is all-reduced as one flat tensor once it holds this many bytes of gradients (the last
+// may hold less): large enough that per-collective latency is small, small enough that the first
+// buckets start while backward is still running.
+constexpr int64_t kBucketBytes = 1 << 20;
+
+int env_int(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || errno != 0 || x < lo || x > hi)
+    throw UsageError(fmt::format("{}={}: must be an integer in [{}, {}]", name, v, lo, hi));
+  return static_cast<int>(x);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
+}
+
+}  // namespace
+
+DistEnv dist_env_from_environment() {
+  DistEnv e;
+  e.world_size = env_int("WORLD_SIZE", 1, 1, 1 << 16);
+  if (e.world_size == 1) return e;
+  if (!std::getenv("RANK"))
+    throw UsageError(fmt::format("WORLD_SIZE={} but RANK is not set; set RANK to 0..{}",
+                                 e.world_size, e.world_size - 1));
+  e.rank = env_int("RANK", 0, 0, e.world_size - 1);
+  e.local_world_size = env_int("LOCAL_WORLD_SIZE", 1, 1, e.world_size);
+  e.local_rank = env_int("LOCAL_RANK", 0, 0, e.local_world_size - 1);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  e.master_port = env_int("MASTER_PORT", 29500, 1, 65535);
+  return e;
+}
+
+std::pair<int64_t, int64_t> batch_rows(int64_t B, int rank, int world) {
+  return {B * rank / world, B * (rank + 1) / world};
+}
+
+int threads_per_local_rank() {
+  const int local = env_int("LOCAL_WORLD_SIZE", 1, 1, 1 << 16);
+  if (local <= 1 || std::getenv("OMP_NUM_THREADS")) return 0;  // the default decides
+  return std::max(1, default_threads() / local);
+}
+
+// The process group and the gradient buckets.
+class DataParallelGroup::Impl {
+ public:
+#ifdef RECALL_HAVE_C10D
+#if TORCH_VERSION_MAJOR >= 2
+  using Group = c10d::Backend;  // LibTorch 2 splits the group (dispatch) from its backends
+#else
+  using Group = c10d::ProcessGroup;
+#endif
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<Group> group;
+  c10::intrusive_ptr<c10d::Work> all_reduce(torch::Tensor t) {
+    std::vector<at::Tensor> tensors{std::move(t)};
+    return group->allreduce(tensors);  // a sum
+  }
+  void wait(const c10::intrusive_ptr<c10d::Work>& work) {
+    work->wait(timeout);
+  }
+  // After a failed collective c10d's threads may still be blocked on a peer: the group and the
+  // store are left to the process's exit rather than joined.
+  void abandon() {
+    if (group) group.release();
+    if (store) store.release();
+  }
+#endif
+  std::chrono::milliseconds timeout{0};
+  bool failed = false;
+
+  struct Bucket {
+    std::vector<size_t> params;   // indices into model->parameters()
+    std::vector<int64_t> offset;  // of each in flat
+    torch::Tensor flat;           // (numel,)
+    size_t pending = 0;           // gradients not yet copied in this step
+#ifdef RECALL_HAVE_C10D
+    c10::intrusive_ptr<c10d::Work> work;
+#endif
+  };
+  std::vector<torch::Tensor> params;
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of, slot_of;
+  std::vector<char> have;  // param i got a gradient this step
+  size_t next = 0;         // the first bucket not launched
+
+  void build(const std::vector<torch::Tensor>& ps) {
+    params = ps;
+    bucket_of.assign(ps.size(), 0);
+    slot_of.assign(ps.size(), 0);
+    Bucket b;
+    int64_t bytes = 0;
+    auto close = [&] {
+      if (b.params.empty()) return;
+      const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
+      b.flat = torch::zeros({n}, ps[b.params[0]].options());
+      buckets.push_back(std::move(b));
+      b = Bucket{};
+      bytes = 0;
+    };
+    for (size_t k = ps.size(); k-- > 0;) {  // backward produces the last layers' gradients first
+      check_arg(ps[k].scalar_type() == torch::kFloat,
+                "distributed training: parameters must be float32");
+      bucket_of[k] = buckets.size();
+      slot_of[k] = b.params.size();
+      b.params.push_back(k);
+      b.offset.push_back(bytes / static_cast<int64_t>(sizeof(float)));
+      bytes += ps[k].numel() * static_cast<int64_t>(sizeof(float));
+      if (bytes >= kBucketBytes) close();
+    }
+    close();
+  }
+
+  void begin() {
+    have.assign(params.size(), 0);
+    for (auto& b : buckets) b.pending = b.params.size();
+    next = 0;
+  }
+
+  void ready(size_t i, const torch::Tensor& g) {
+    torch::NoGradGuard no_grad;
+    Bucket& b = buckets[bucket_of[i]];
+    const int64_t at = b.offset[slot_of[i]];
+    b.flat.slice(0, at, at + g.numel()).copy_(g.reshape({-1}));
+    have[i] = 1;
+    --b.pending;
+    launch_ready();
+  }
+
+  // In bucket order, so every rank issues the same collectives in the same order.
+  void launch_ready() {
+    while (next < buckets.size() && buckets[next].pending == 0) launch(buckets[next++]);
+  }
+
+  void launch(Bucket& b) {
+#ifdef RECALL_HAVE_C10D
+    b.work = all_reduce(b.flat);
+#endif
+  }
+};
+
+DataParallelGroup::DataParallelGroup(const DistEnv& env, std::chrono::milliseconds timeout,
+                                     torch::Device device)
+    : env_(env) {
+  if (env.world_size <= 1) return;
+  impl_ = std::make_unique<Impl>();
+  impl_->timeout = timeout;
+#ifndef RECALL_HAVE_C10D
+  (void)device;
+  throw UsageError(fmt::format(
+      "WORLD_SIZE={}: this build of recall has no c10d backend (Gloo's headers, Debian's "
+      "libgloo-dev, were missing when it was configured); install it and rebuild, or run one "
+      "process",
+      env.world_size));
+#else
+  const std::string where = fmt::format("rank {} of {} (store {}:{})", env.rank, env.world_size,
+                                        env.master_addr, env.master_port);
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(env.master_port);
+    // torchrun's agent serves the store itself and says so
+    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    so.isServer = env.rank == 0 && !(agent && std::string(agent) == "True");
+    so.numWorkers = static_cast<std::size_t>(env.world_size);
+    so.waitWorkers = true;
+    so.timeout = timeout;
+#if TORCH_VERSION_MAJOR >= 2
+    so.useLibUV = false;  // the classic server: the same one in every LibTorch
+#endif
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    if (device.is_cuda()) {
+#ifdef RECALL_HAVE_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      impl_->group =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, opts);
+#else
+      throw UsageError(
+          "distributed training on CUDA needs a build with CUDA and NCCL; this one has neither");
+#endif
+    } else {
+#ifdef RECALL_HAVE_GLOO
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      opts->devices.push_back(ifname && *ifname
+                                  ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                              : is_loopback(env.master_addr)
+                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                  : c10d::ProcessGroupGloo::createDefaultDevice());
+      impl_->group =
+          c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, opts);
+#else
+      throw UsageError(
+          "distributed training on the CPU needs Gloo; this build has none (install "
+          "libgloo-dev and rebuild)");
+#endif
+    }
+  } catch (const std::invalid_argument&) {
+    impl_->abandon();
+    throw;
+  } catch (const std::exception& e) {
+    impl_->abandon();
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    throw DistributedError(fmt::format(
+        "{}: the ranks did not meet within {} s ({}); check that all {} are started with the "
+        "same MASTER_ADDR:MASTER_PORT",
+        where, timeout.count() / 1000.0, msg, env.world_size));
+  }
+#endif
+}
+
+DataParallelGroup::~DataParallelGroup() {
+#ifdef RECALL_HAVE_C10D
+  if (impl_ && impl_->failed) impl_->abandon();
+#endif
+}
+
+double DataParallelGroup::backward(Transformer& model, const Batch& global, int workers, int stop) {
+  if (!distributed()) {
+    agreed_stop_ = stop;
+    return data_parallel_backward(model, global, workers);
+  }
+  check_arg(global.x.size(0) >= env_.world_size,
+            fmt::format("batch_size = {}: must be at least the number of processes ({})",
+                        global.x.size(0), env_.world_size));
+  Impl& im = *impl_;
+  if (im.params.empty()) im.build(model->parameters());
+  const int64_t scored = global.mask.sum().item<int64_t>();
+  const auto [first, last] = batch_rows(global.x.size(0), env_.rank, env_.world_size);
+  auto slice = [&](const torch::Tensor& t) { return t.slice(0, first, last); };
+  const Batch mine{slice(global.x), slice(global.y), slice(global.mask)};
+  im.begin();
+  const double loss = data_parallel_backward(
+      model, mine, workers, scored, [&im](size_t i, const torch::Tensor& g) { im.ready(i, g); });
+#ifdef RECALL_HAVE_C10D
+  try {
+    // Parameters without a gradient (unused by this model) are all-reduced as zeros, and left
+    // without one below, as in one process.
+    for (size_t k = im.next; k < im.buckets.size(); ++k) {
+      auto& b = im.buckets[k];
+      for (size_t s = 0; s < b.params.size(); ++s)
+        if (!im.have[b.params[s]]) {
+          const int64_t at = b.offset[s];
+          b.flat.slice(0, at, at + im.params[b.params[s]].numel()).zero_();
+          b.pending = 0;
+        }
+    }
+    im.launch_ready();
+    // The loss and every rank's stop request, summed: slot 1 + r holds rank r's.
+    auto small = torch::zeros({1 + env_.world_size}, torch::kDouble);
+    small[0] = loss;
+    small[1 + env_.rank] = stop;
+    if (model->parameters()[0].is_cuda()) small = small.to(torch::kFloat).cuda();
+    auto small_work = im.all_reduce(small);
+    for (auto& b : im.buckets) im.wait(b.work);
+    im.wait(small_work);
+    small = small.to(torch::kCPU, torch::kDouble);
+    agreed_stop_ = 0;
+    for (int r = 0; r < env_.world_size && agreed_stop_ == 0; ++r)
+      agreed_stop_ = static_cast<int>(small[1 + r].item<double>());
+    torch::NoGradGuard no_grad;
+    for (auto& b : im.buckets)
+      for (size_t s = 0; s < b.params.size(); ++s) {
+        const size_t i = b.params[s];
+        if (!im.have[i]) continue;
+        auto& p = im.params[i];
+        p.mutable_grad() = b.flat.slice(0, b.offset[s], b.offset[s] + p.numel()).view_as(p);
+      }
+    return small[0].item<double>();
+  } catch (const std::exception& e) {
+    im.failed = true;
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    throw DistributedError(
+        fmt::format("rank {} of {}: the gradient all-reduce failed ({}); another rank died, hung "
+                    "for longer than the timeout ({} s) or cannot be reached",
+                    env_.rank, env_.world_size, msg, im.timeout.count() / 1000.0));
+  }
+#else
+  return loss;
+#endif
+}
+
+// ---- the local launcher ----
+
+namespace {
+
+volatile std::sig_atomic_t forwarded_signal = 0;
+void record_signal(int sig) {
+  forwarded_signal = sig;
+}
+
+// This process's command line, as it was started.
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> args;
+  std::string cur;
+  for (char c : all) {
+    if (c == '\0') {
+      args.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return args;
+}
+
+// A TCP port on the loopback interface that nothing listens on now.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("--nproc: cannot open a socket to find a free port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("--nproc: cannot find a free port on 127.0.0.1");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+int launch_local(int nproc, std::chrono::milliseconds timeout) {
+  check_arg(nproc >= 1 && nproc <= 1024, fmt::format("--nproc {}: must be in [1, 1024]", nproc));
+  if (const char* w = std::getenv("WORLD_SIZE"); w && *w)
+    throw UsageError(
+        fmt::format("--nproc {}: WORLD_SIZE={} is set already (a launcher started this process); "
+                    "drop --nproc or unset WORLD_SIZE",
+                    nproc, w));
+  std::vector<std::string> args;
+  const auto own = own_command_line();
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (own[i] == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (own[i].rfind("--nproc=", 0) == 0) continue;
+    args.push_back(own[i]);
+  }
+  const int port = free_port();
+  struct sigaction sa {};
+  sa.sa_handler = record_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  std::fflush(stdout);
+  std::fflush(stderr);
+
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("--nproc: fork failed");
+    if (pid == 0) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv("/proc/self/exe", argv.data());
+      std::fprintf(stderr, "error: --nproc: cannot start %s\n", args[0].c_str());
+      std::_Exit(127);
+    }
+    pids.push_back(pid);
+  }
+
+  std::vector<bool> done(pids.size(), false);
+  size_t running = pids.size();
+  int first_failure = 0;
+  int forwarded = 0;
+  std::chrono::steady_clock::time_point deadline{};
+  while (running > 0) {
+    bool reaped = false;
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (done[r]) continue;
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      done[r] = true;
+      --running;
+      reaped = true;
+      const int code = exit_code(status);
+      if (code != 0 && first_failure == 0) {
+        first_failure = code;
+        std::fprintf(stderr,
+                     "error: --nproc: rank %zu exited with code %d; waiting up to %.0f s "
+                     "for the other ranks\n",
+                     r, code, timeout.count() / 1000.0 + 10);
+        deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(10);
+      }
+    }
+    if (const int sig = forwarded_signal; sig != 0 && sig != forwarded) {
+      forwarded = sig;
+      for (size_t r = 0; r < pids.size(); ++r)
+        if (!done[r]) ::kill(pids[r], sig);
+    }
+    if (first_failure != 0 && running > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (size_t r = 0; r < pids.size(); ++r)
+        if (!done[r]) ::kill(pids[r], SIGKILL);
+    }
+    if (!reaped && running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return first_failure;
+}
+
+}  // namespace recall

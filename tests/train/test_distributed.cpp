@@ -1,0 +1,376 @@
+// Data parallelism across processes: the slices of a global batch add up to it, and the real
+// binary as 2 processes (over loopback, and over a veth pair between two network namespaces) trains
+// as 1 process does on the whole batch; a rank that dies or hangs makes the other fail in time,
+// leaving a checkpoint that loads.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "recall/core/error.h"
+#include "recall/train/checkpoint.h"
+#include "recall/train/data_parallel.h"
+#include "recall/train/distributed.h"
+#include "recall/train/trainer.h"
+#include "train_test_util.h"
+
+namespace recall {
+namespace {
+
+using test::TempDir;
+
+// Sets environment variables for a scope, restoring the previous values.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::vector<std::pair<std::string, std::string>>& vars) {
+    for (const auto& [k, v] : vars) {
+      const char* old = std::getenv(k.c_str());
+      saved_.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_)
+      v ? (void)::setenv(k.c_str(), v->c_str(), 1) : (void)::unsetenv(k.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(Distributed, EnvironmentIsReadAsTorchrunSetsIt) {
+  {
+    ScopedEnv e({{"WORLD_SIZE", "4"},
+                 {"RANK", "3"},
+                 {"LOCAL_RANK", "1"},
+                 {"LOCAL_WORLD_SIZE", "2"},
+                 {"MASTER_ADDR", "10.0.0.7"},
+                 {"MASTER_PORT", "23456"}});
+    const DistEnv d = dist_env_from_environment();
+    EXPECT_EQ(d.rank, 3);
+    EXPECT_EQ(d.world_size, 4);
+    EXPECT_EQ(d.local_rank, 1);
+    EXPECT_EQ(d.local_world_size, 2);
+    EXPECT_EQ(d.master_addr, "10.0.0.7");
+    EXPECT_EQ(d.master_port, 23456);
+  }
+  {
+    ScopedEnv e({{"WORLD_SIZE", "1"}, {"RANK", "0"}});
+    EXPECT_EQ(dist_env_from_environment().world_size, 1);
+  }
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"RANK", "2"}, {"RANK", "x"}, {"MASTER_PORT", "70000"}, {"LOCAL_RANK", "-1"}}) {
+    ScopedEnv e({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {k, v}});
+    EXPECT_THROW(dist_env_from_environment(), std::invalid_argument) << k << "=" << v;
+  }
+}
+
+TEST(Distributed, RowsTileTheBatchInOrder) {
+  for (int world : {1, 2, 3, 5})
+    for (int64_t B : {5, 8, 13}) {
+      int64_t next = 0;
+      for (int r = 0; r < world; ++r) {
+        const auto [first, last] = batch_rows(B, r, world);
+        EXPECT_EQ(first, next);
+        EXPECT_GE(last - first, B / world);
+        EXPECT_LE(last - first, B / world + 1);
+        next = last;
+      }
+      EXPECT_EQ(next, B);
+    }
+}
+
+// The slices' losses and gradients, each normalised by the global batch's scored count, add up to
+// the global batch's (float32 sums in another order: 1e-6), and the ready callback hands over
+// each parameter's gradient of the backward once, with the value that lands in .grad.
+TEST(Distributed, SlicesOfTheGlobalBatchAddUpToIt) {
+  ModelConfig c;
+  c.vocab_size = 13;
+  c.d_model = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.seq_len = 12;
+  torch::manual_seed(3);
+  Transformer model(c);
+  auto data = torch::randint(0, c.vocab_size, {6, c.seq_len + 1});
+  auto mask = torch::rand({6, c.seq_len}) < 0.4;
+  mask[1].fill_(false);
+  const Batch b{data.narrow(1, 0, c.seq_len), data.narrow(1, 1, c.seq_len), mask};
+  const auto params = model->parameters();
+  auto take = [&] {
+    std::vector<torch::Tensor> g;
+    for (auto& p : params) {
+      g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      const_cast<torch::Tensor&>(p).mutable_grad().reset();
+    }
+    return g;
+  };
+  const double whole = data_parallel_backward(model, b, 1);
+  const auto expected = take();
+  const int64_t scored = mask.sum().item<int64_t>();
+  for (int workers : {1, 2}) {
+    for (int world : {2, 3}) {
+      double sum = 0;
+      std::vector<torch::Tensor> total;
+      for (int r = 0; r < world; ++r) {
+        const auto [first, last] = batch_rows(6, r, world);
+        auto rows = [&](const torch::Tensor& t) { return t.slice(0, first, last); };
+        std::vector<int> calls(params.size(), 0);
+        std::vector<torch::Tensor> handed(params.size());
+        sum += data_parallel_backward(model, {rows(b.x), rows(b.y), rows(b.mask)}, workers, scored,
+                                      [&](size_t i, const torch::Tensor& g) {
+                                        ++calls[i];
+                                        handed[i] = g.clone();
+                                      });
+        for (size_t i = 0; i < params.size(); ++i) {
+          EXPECT_EQ(calls[i], 1) << "parameter " << i;
+          if (handed[i].defined()) {
+            EXPECT_TRUE(torch::equal(handed[i], params[i].grad()));
+          }
+        }
+        auto g = take();
+        if (total.empty())
+          total = g;
+        else
+          for (size_t i = 0; i < g.size(); ++i) total[i] += g[i];
+      }
+      EXPECT_NEAR(sum, whole, 1e-6) << workers << " workers, " << world << " ranks";
+      for (size_t i = 0; i < total.size(); ++i)
+        EXPECT_TRUE(torch::allclose(total[i], expected[i], 1e-5, 1e-6)) << "parameter " << i;
+    }
+  }
+}
+
+TEST(Distributed, CheckpointRecordsTheProcessCount) {
+  Checkpoint c;
+  c.config_toml = "x";
+  c.step = 3;
+  const std::string one = encode_checkpoint(c);
+  EXPECT_EQ(one.find("world_size"), std::string::npos);  // one process: the format as before
+  EXPECT_EQ(decode_checkpoint(one, "one").world_size, 1);
+  c.world_size = 2;
+  EXPECT_EQ(decode_checkpoint(encode_checkpoint(c), "two").world_size, 2);
+}
+
+// ---- the real binary, several processes ----
+
+std::vector<double> losses(const std::string& metrics_file) {
+  std::vector<double> out;
+  std::istringstream in(test::read_text(metrics_file));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::vector<std::string> train_args(const std::string& cfg, const std::string& out,
+                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a{"train",     "--config", cfg,     "--out",       out,
+                             "--threads", "1",        "--set", "eval_every=0"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// Waits for p up to `limit`; -1 when it is still running then.
+int wait_for(const test::Proc& p, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(p.pid, &status, WNOHANG) == p.pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void wait_for_file(const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+}
+
+// 2 processes with half the batch each follow 1 process with the whole batch: the same data in
+// the same order, the loss normalised over the whole batch; only float32 rounding differs (the
+// sums over the batch are split in two and added: 1e-5 relative). Stopped by SIGTERM (forwarded to
+// both ranks, which agree on the step) and resumed, the run ends in the bytes of a run never
+// stopped.
+TEST(DistributedRun, TwoProcessesFollowOneAndResumeExactly) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  const std::vector<std::string> curve{"--set", "steps=30", "--set", "checkpoint_every=10"};
+  const auto one = test::run_cli(train_args(cfg, dir / "one", curve), dir);
+  ASSERT_EQ(one.code, 0) << one.err;
+  auto two_args = train_args(cfg, dir / "two", curve);
+  two_args.insert(two_args.end(), {"--nproc", "2"});
+  const auto two = test::run_cli(two_args, dir);
+  ASSERT_EQ(two.code, 0) << two.err;
+  const auto l1 = losses(dir / "one/metrics.jsonl"), l2 = losses(dir / "two/metrics.jsonl");
+  ASSERT_EQ(l1.size(), 30u);
+  ASSERT_EQ(l2.size(), 30u);
+  for (size_t i = 0; i < l1.size(); ++i)
+    EXPECT_NEAR(l2[i], l1[i], 1e-5 * l1[i]) << "step " << i + 1;
+  EXPECT_EQ(load_checkpoint(dir / "two").world_size, 2);
+  // rank 1 wrote nothing beside rank 0's folder, and printed nothing
+  size_t summaries = 0;
+  for (size_t at = two.out.find("\"step\":"); at != std::string::npos;
+       at = two.out.find("\"step\":", at + 1))
+    ++summaries;
+  EXPECT_EQ(summaries, 1u) << two.out;
+
+  // a 1-process resume of a 2-process run is refused before any work
+  auto wrong = train_args(cfg, dir / "two", curve);
+  wrong.push_back("--resume");
+  const auto refused = test::run_cli(wrong, dir);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("trained by 2 processes, this run has 1"), std::string::npos)
+      << refused.err;
+
+  const std::vector<std::string> long_run{"--set",   "steps=120", "--set", "checkpoint_every=5",
+                                          "--nproc", "2"};
+  test::Proc p = test::spawn_cli(train_args(cfg, dir / "stopped", long_run), dir, {}, "stopped_");
+  wait_for_file(dir / "stopped/checkpoint.bin");
+  ::kill(p.pid, SIGTERM);
+  EXPECT_EQ(test::wait_cli(p), 143) << test::read_text(p.err_file);
+  const int64_t at = load_checkpoint(dir / "stopped").step;
+  EXPECT_GT(at, 0);
+  auto resume = train_args(cfg, dir / "stopped", long_run);
+  resume.push_back("--resume");
+  const auto resumed = test::run_cli(resume, dir);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const auto straight = test::run_cli(train_args(cfg, dir / "straight", long_run), dir);
+  ASSERT_EQ(straight.code, 0) << straight.err;
+  EXPECT_TRUE(test::read_text(dir / "stopped/checkpoint.bin") ==
+              test::read_text(dir / "straight/checkpoint.bin"))
+      << "stopped at step " << at;
+}
+
+// Two network namespaces joined by a veth pair stand for two hosts: rank 0 on 10.213.x.1, rank 1
+// on 10.213.x.2, Gloo bound to each side's interface (GLOO_SOCKET_IFNAME). The run is the
+// loopback run, byte for byte.
+class Namespaces {
+ public:
+  Namespaces() {
+    const std::string id = std::to_string(::getpid() % 100000);
+    a_ = "rca" + id;
+    b_ = "rcb" + id;
+    subnet_ = "10.213." + std::to_string(::getpid() % 250) + ".";
+    const std::string cmds[] = {"ip netns add " + a_,
+                                "ip netns add " + b_,
+                                "ip link add " + a_ + " type veth peer name " + b_,
+                                "ip link set " + a_ + " netns " + a_,
+                                "ip link set " + b_ + " netns " + b_,
+                                "ip -n " + a_ + " addr add " + subnet_ + "1/24 dev " + a_,
+                                "ip -n " + b_ + " addr add " + subnet_ + "2/24 dev " + b_,
+                                "ip -n " + a_ + " link set " + a_ + " up",
+                                "ip -n " + b_ + " link set " + b_ + " up",
+                                "ip -n " + a_ + " link set lo up",
+                                "ip -n " + b_ + " link set lo up"};
+    for (const auto& c : cmds)
+      if (std::system((c + " >/dev/null 2>&1").c_str()) != 0) {
+        why_ = "'" + c + "' failed (network namespaces need root and iproute2)";
+        return;
+      }
+  }
+  ~Namespaces() {
+    (void)std::system(("ip netns del " + a_ + " >/dev/null 2>&1").c_str());
+    (void)std::system(("ip netns del " + b_ + " >/dev/null 2>&1").c_str());
+  }
+  const std::string& why_not() const { return why_; }
+  std::string host(int rank) const { return rank == 0 ? a_ : b_; }
+  std::string addr(int rank) const { return subnet_ + (rank == 0 ? "1" : "2"); }
+
+ private:
+  std::string a_, b_, subnet_, why_;
+};
+
+TEST(DistributedHosts, TwoNamespacesOverVethTrainAsLoopback) {
+  Namespaces ns;
+  if (!ns.why_not().empty()) GTEST_SKIP() << ns.why_not();
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  const std::vector<std::string> run{"--set",          "steps=20", "--set", "checkpoint_every=10",
+                                     "--dist-timeout", "60"};
+  auto loop_args = train_args(cfg, dir / "loopback", run);
+  loop_args.insert(loop_args.end(), {"--nproc", "2"});
+  const auto loop = test::run_cli(loop_args, dir);
+  ASSERT_EQ(loop.code, 0) << loop.err;
+
+  std::vector<test::Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(test::spawn_cli(
+        train_args(cfg, dir / "hosts", run), dir,
+        {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
+         "MASTER_ADDR=" + ns.addr(0), "MASTER_PORT=29517", "GLOO_SOCKET_IFNAME=" + ns.host(r)},
+        "rank" + std::to_string(r) + "_", {"ip", "netns", "exec", ns.host(r)}));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(test::wait_cli(ranks[r]), 0) << test::read_text(ranks[r].err_file);
+  EXPECT_EQ(losses(dir / "hosts/metrics.jsonl"), losses(dir / "loopback/metrics.jsonl"));
+  EXPECT_TRUE(test::read_text(dir / "hosts/checkpoint.bin") ==
+              test::read_text(dir / "loopback/checkpoint.bin"));
+}
+
+// Ranks started as torchrun would start them; once a checkpoint exists one rank is killed
+// (SIGKILL, the writer: it may die inside a checkpoint write) or stopped (SIGSTOP, a hang). The
+// other fails with a non-zero exit within the timeout, and the folder's checkpoint loads.
+void fault(int victim, int signal, int timeout_s) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  const std::vector<std::string> run{"--set",          "steps=1000000",
+                                     "--set",          "checkpoint_every=3",
+                                     "--dist-timeout", std::to_string(timeout_s)};
+  const std::string port = std::to_string(free_port());
+  std::vector<test::Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(
+        test::spawn_cli(train_args(cfg, dir / "run", run), dir,
+                        {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=0",
+                         "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port},
+                        "rank" + std::to_string(r) + "_"));
+  wait_for_file(dir / "run/checkpoint.bin");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(ranks[victim].pid, signal);
+  const auto& other = ranks[1 - victim];
+  // the bound is the feature under test: the timeout, plus process exit
+  const int code = wait_for(other, std::chrono::seconds(timeout_s + 30));
+  if (code == -1) ::kill(other.pid, SIGKILL);
+  EXPECT_NE(code, -1) << "rank " << 1 - victim << " still runs";
+  EXPECT_NE(code, 0) << test::read_text(other.err_file);
+  EXPECT_NE(test::read_text(other.err_file).find("error: "), std::string::npos)
+      << test::read_text(other.err_file);
+  ::kill(ranks[victim].pid, SIGKILL);
+  test::wait_cli(ranks[victim]);
+  const Restored r = restore(dir / "run");
+  EXPECT_GT(r.step, 0);
+  EXPECT_EQ(load_checkpoint(dir / "run").world_size, 2);
+}
+
+TEST(DistributedFault, KilledWriterMakesTheOtherRankFail) {
+  fault(0, SIGKILL, 20);
+}
+
+TEST(DistributedFault, HungRankMakesTheOtherFailAfterTheTimeout) {
+  fault(1, SIGSTOP, 3);
+}
+
+}  // namespace
+}  // namespace recall
