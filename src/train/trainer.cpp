@@ -265,6 +265,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   std::ofstream metrics;
   if (writer) {
     fs::create_directories(options.out_dir);
+    // leftovers of a write that a kill interrupted
     for (const char* name : {"checkpoint.bin", "best.bin", "config.toml", "metrics.jsonl"})
       remove_atomic_leftovers((fs::path(options.out_dir) / name).string());
     write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
