@@ -24,6 +24,22 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {
 inline constexpr const char* kCheckpointHelp =
     "run folder (its last checkpoint) or checkpoint file (RUN/best.bin: lowest validation loss)";
 
+// For commands that train (train, extrapolate, report, sweep). Runs `work` with the stop signals
+// installed (recall/core/signals.h): the first SIGINT or SIGTERM ends each training run after a
+// checkpoint, a second ends the process at once. Work made of several runs gives each run
+// stop_on_signal() as its TrainOptions::stop and throws StopRequested when one was stopped; this
+// prints "stopped by signal N ...; <resume>" and returns 128 + N.
+int run_stoppable(const std::function<int()>& work, const std::string& resume);
+// The TrainOptions::stop of a run under run_stoppable: the signal received, or 0.
+std::function<int(int64_t)> stop_on_signal();
+
+// --max-memory SIZE (512M, 4G ...) into `bytes`: the limit that the command's memory estimate
+// must stay under, instead of what the machine has free (recall/core/machine.h check_memory).
+void add_max_memory(CLI::App* cmd, int64_t& bytes);
+
+// The whole command line: --threads (into `threads`) and every subcommand below.
+void add_commands(CLI::App& app, Action& action, int& threads);
+
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);
