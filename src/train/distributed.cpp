@@ -277,8 +277,8 @@ double DataParallelGroup::backward(Transformer& model, const Batch& global, int 
   Impl& im = *impl_;
   if (im.params.empty()) im.build(model->parameters());
   const int64_t scored = global.mask.sum().item<int64_t>();
-  const auto [first, last] = batch_rows(global.x.size(0), env_.rank, env_.world_size);
-  auto slice = [&](const torch::Tensor& t) { return t.slice(0, first, last); };
+  const auto rows = batch_rows(global.x.size(0), env_.rank, env_.world_size);  // [first, last)
+  auto slice = [&](const torch::Tensor& t) { return t.slice(0, rows.first, rows.second); };
   const Batch mine{slice(global.x), slice(global.y), slice(global.mask)};
   im.begin();
   const double loss = data_parallel_backward(
