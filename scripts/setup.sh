@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs recall's build dependencies from Debian's archive when they are missing (Debian 12).
+# Installs recall's build dependencies from Debian's archive when they are missing (Debian 12),
+# and any further packages named as arguments (scripts/setup_fuzz.sh).
 set -euo pipefail
 pkgs=(cmake g++ ninja-build libtorch-dev libopenblas0-openmp libgtest-dev libfmt-dev libcli11-dev
       libtomlplusplus-dev nlohmann-json3-dev libbenchmark-dev gnuplot-nox python3-torch libgloo-dev
-      iproute2 fortunes)  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
+      iproute2 fortunes "$@")  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
