@@ -116,8 +116,8 @@ TEST(Distributed, SlicesOfTheGlobalBatchAddUpToIt) {
       double sum = 0;
       std::vector<torch::Tensor> total;
       for (int r = 0; r < world; ++r) {
-        const auto [first, last] = batch_rows(6, r, world);
-        auto rows = [&](const torch::Tensor& t) { return t.slice(0, first, last); };
+        const auto slice = batch_rows(6, r, world);  // [first, last)
+        auto rows = [&](const torch::Tensor& t) { return t.slice(0, slice.first, slice.second); };
         std::vector<int> calls(params.size(), 0);
         std::vector<torch::Tensor> handed(params.size());
         sum += data_parallel_backward(model, {rows(b.x), rows(b.y), rows(b.mask)}, workers, scored,
