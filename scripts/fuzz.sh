@@ -50,6 +50,6 @@ if ((run_tests)); then
   t2=$(date +%s)
   # The fast tests, sanitized; not the reference-kernel repeats (the same code as the others) nor
   # the kill-and-resume runs (hundreds of restarts of the binary, slow when sanitized).
-  ctest --test-dir build-fuzz --output-on-failure -LE slow -E 'reference_kernels|CrashSafety'
+  ctest --test-dir build-fuzz --output-on-failure -j"$(nproc)" -LE slow -E 'reference_kernels|CrashSafety'
   echo "fuzz.sh: sanitized tests took $(($(date +%s) - t2)) s"
 fi
