@@ -101,7 +101,8 @@ TEST(Conventions, QuietAndThreadsFromTheEnvironment) {
   EXPECT_NE(omp.out.find("default threads here: 3)"), std::string::npos) << omp.out;
   const CliResult five = recall("--version", "OMP_NUM_THREADS=5");
   EXPECT_NE(five.out.find("default threads here: 5)"), std::string::npos) << five.out;
-  const CliResult quiet = recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules");
+  const CliResult quiet =
+      recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules");
   ASSERT_EQ(quiet.code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
 }
