@@ -1,0 +1,79 @@
+// What the experiment files (src/analysis/experiment_*.cpp) share: one Experiment per run of
+// `recall experiment NAME`, its run folders, and the Markdown helpers. Private to this layer.
+#pragma once
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recall/analysis/experiments.h"
+#include "recall/train/trainer.h"
+
+namespace recall::experiment_detail {
+
+namespace fs = std::filesystem;
+
+// A Markdown table (as report.cpp's): a header row, then rows of the same width.
+inline std::string md_table(const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows) {
+  std::string out = "| " + fmt::format("{}", fmt::join(header, " | ")) + " |\n|";
+  for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  out += "\n";
+  for (const auto& r : rows) out += "| " + fmt::format("{}", fmt::join(r, " | ")) + " |\n";
+  return out;
+}
+
+inline double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+class Experiment {
+ public:
+  explicit Experiment(const ExperimentConfig& c) : c_(c) {}
+  // The experiment's own step count, or the config's override.
+  int64_t steps(int64_t own) const { return c_.steps > 0 ? c_.steps : own; }
+  std::string path(const std::string& name) const { return (fs::path(c_.out_dir) / name).string(); }
+  std::string run_dir(const std::string& name) const {
+    return (fs::path(c_.out_dir) / "runs" / name).string();
+  }
+
+  // Trains `preset` with `sets` into runs/<name> (reusing a finished run there).
+  TrainResult train_run(const std::string& preset, const std::vector<std::string>& sets,
+                        const std::string& name) const {
+    const TrainConfig tc = train_config_from_file(preset, sets);
+    TrainOptions o;
+    o.out_dir = run_dir(name);
+    o.reuse = true;
+    o.progress = c_.progress;
+    o.print_config = false;
+    if (c_.progress) fmt::print(stderr, "experiment {}: {}\n", c_.name, o.out_dir);
+    return train(tc, o);
+  }
+
+  ExperimentResult sharpness();
+  ExperimentResult scaling();
+  ExperimentResult facts();
+  ExperimentResult lm();
+  ExperimentResult extrapolation();
+
+ private:
+  const ExperimentConfig& c_;
+};
+
+inline std::string opt_num(const std::optional<double>& x, const char* f = "{:.4g}") {
+  return x ? fmt::format(fmt::runtime(f), *x) : "—";
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Sharpness
+
+// A feed-forward kind as the facts and language experiments train it.
+struct FfnVariant {
+  std::string name;  // feed_forward_name spelling
+  std::vector<std::string> sets;
+};
+
+}  // namespace recall::experiment_detail

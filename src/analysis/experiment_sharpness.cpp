@@ -1,0 +1,142 @@
+// `recall experiment` sharpness: attn_scale swept on mqar (recall/analysis/experiments.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "experiment.h"
+#include "recall/analysis/experiments.h"
+#include "recall/analysis/extrapolate.h"
+#include "recall/analysis/inspect.h"
+#include "recall/analysis/probe.h"
+#include "recall/analysis/report.h"
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/core/plot.h"
+#include "recall/stores/theory.h"
+#include "recall/train/trainer.h"
+
+namespace recall::experiment_detail {
+
+using nlohmann::json;
+
+ExperimentResult Experiment::sharpness() {
+  // the default also goes past 8, where the logits of a trained head saturate
+  std::vector<double> scales = {0.25, 0.5, 1, 2, 4, 8};
+  if (!c_.quick) scales.push_back(32);
+  const int64_t seeds = c_.quick ? 1 : 3;
+  const int64_t steps = this->steps(c_.quick ? 800 : 2500);
+  json points = json::array();
+  std::ostringstream data;  // index 0: one row per run; index 1: the means per scale
+  std::vector<std::vector<std::string>> rows;
+  std::ostringstream means;
+  for (double scale : scales) {
+    std::vector<double> acc, gi, ei, gf, ef;
+    std::vector<std::string> s99;
+    double uniform = 0;
+    for (int64_t seed = 0; seed < seeds; ++seed) {
+      const std::vector<std::string> sets = {fmt::format("steps={}", steps),
+                                             "eval_every=100",
+                                             "eval_batches=4",
+                                             fmt::format("checkpoint_every={}", steps),
+                                             fmt::format("attn_scale={}", scale),
+                                             fmt::format("seed={}", seed)};
+      const TrainConfig tc = train_config_from_file("mqar-tiny", sets);
+      // the model the run starts from (the trainer seeds torch with the run's seed, then builds)
+      torch::manual_seed(static_cast<uint64_t>(seed));
+      Transformer init(tc.model);
+      auto task = make_task(tc);
+      Rng rng(0x5eed0000ULL + static_cast<uint64_t>(seed));
+      const Batch batch = task->sample(tc.trainer.batch_size, tc.model.seq_len, rng);
+      const AttentionStats at_init = attention_stats(init, batch);
+      const std::string name = fmt::format("sharpness-{}/scale{}-seed{}", steps, scale, seed);
+      const TrainResult tr = train_run("mqar-tiny", sets, name);
+      Restored r = restore(run_dir(name));
+      const AttentionStats trained = attention_stats(r.model, batch);
+      const auto to99 = steps_to_accuracy(run_dir(name) + "/metrics.jsonl", 0.99);
+      const double a = tr.eval.at("accuracy");
+      points.push_back({{"attn_scale", scale},
+                        {"seed", seed},
+                        {"accuracy", a},
+                        {"steps_to_99", to99 ? json(*to99) : json(nullptr)},
+                        {"grad_norm_init", at_init.grad_norm},
+                        {"entropy_init", at_init.entropy},
+                        {"grad_norm_final", trained.grad_norm},
+                        {"entropy_final", trained.entropy},
+                        {"entropy_uniform", at_init.uniform_entropy},
+                        {"steps", steps}});
+      data << scale << ' ' << seed << ' ' << a << ' '
+           << (to99 ? std::to_string(*to99) : std::string("NaN")) << ' ' << at_init.grad_norm << ' '
+           << at_init.entropy << ' ' << trained.grad_norm << ' ' << trained.entropy << '\n';
+      acc.push_back(a);
+      gi.push_back(at_init.grad_norm);
+      ei.push_back(at_init.entropy);
+      gf.push_back(trained.grad_norm);
+      ef.push_back(trained.entropy);
+      s99.push_back(to99 ? std::to_string(*to99) : "never");
+      uniform = at_init.uniform_entropy;
+    }
+    means << scale << ' ' << mean(acc) << ' ' << mean(gi) << ' ' << mean(ei) << ' ' << mean(gf)
+          << ' ' << mean(ef) << ' ' << uniform << '\n';
+    rows.push_back({fmt::format("{}", scale),
+                    seeds > 1 ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", mean(acc),
+                                            *std::min_element(acc.begin(), acc.end()),
+                                            *std::max_element(acc.begin(), acc.end()))
+                              : fmt::format("{:.3f}", acc[0]),
+                    fmt::format("{}", fmt::join(s99, ", ")), fmt::format("{:.3g}", mean(gi)),
+                    fmt::format("{:.3f} ({:.3f})", mean(ei), uniform),
+                    fmt::format("{:.3g}", mean(gf)), fmt::format("{:.3f}", mean(ef))});
+  }
+  write_file_atomic(
+      path("beta_sweep.json"),
+      json{{"config", "mqar-tiny"}, {"steps", steps}, {"seeds", seeds}, {"points", points}}.dump(
+          2) +
+          "\n");
+  data << "\n\n" << means.str();
+  render_plot(
+      path("beta_sweep.png"), data.str(),
+      [&](const std::string& f) {
+        return fmt::format(
+            "set multiplot layout 1,3\nset logscale x 2\nset grid\nset xlabel 'attn scale'\n"
+            "set key bottom left\n"
+            "set title 'final accuracy (points: seeds)'\nset yrange [0:1.02]\n"
+            "plot '{0}' index 0 using 1:3 with points pt 7 lc {1} notitle, "
+            "'{0}' index 1 using 1:2 with lines lc {1} title 'mean'\n"
+            "set title 'steps to 99 % (missing: never)'\nset autoscale y\n"
+            "plot '{0}' index 0 using 1:4 with points pt 7 lc {2} notitle\n"
+            "set title 'attention logits: init and trained'\nset logscale y\nset ylabel 'gradient "
+            "norm'\n"
+            "set y2label 'entropy (nats)'\nset y2tics\nset key bottom left\n"
+            "plot '{0}' index 1 using 1:3 with linespoints pt 7 lc {3} title 'grad norm (init)', "
+            "'{0}' index 1 using 1:5 with linespoints pt 6 dt 2 lc {3} title 'grad norm "
+            "(trained)', '{0}' index 1 using 1:4 axes x1y2 with linespoints pt 7 lc {4} title "
+            "'entropy (init)', '{0}' index 1 using 1:7 axes x1y2 with lines dt 3 lc {4} title "
+            "'uniform'\nunset multiplot\n",
+            f, plot_colour(0), plot_colour(1), plot_colour(2), plot_colour(3));
+      },
+      1600, 520);
+  ExperimentResult out;
+  out.title = "Sharpness in trained attention";
+  out.json = "beta_sweep.json";
+  out.plot = "beta_sweep.png";
+  out.markdown = fmt::format(
+      "`recall experiment sharpness{}`: mqar-tiny ({} steps, {} seed(s) per point) with its "
+      "attention logits multiplied by `attn_scale` (1 = the standard 1 / sqrt(d_head)). The "
+      "gradient norm is || dL/dz || over every attention logit z of a training batch, the "
+      "entropy the mean softmax entropy per query (uniform attention in brackets), at "
+      "initialisation and after training.\n\n{}\n![sharpness](beta_sweep.png)\n",
+      c_.quick ? " --quick" : "", steps, seeds,
+      md_table({"attn_scale", "accuracy", "steps to 99 %", "grad norm init", "entropy init",
+                "grad norm trained", "entropy trained"},
+               rows));
+  return out;
+}
+
+}  // namespace recall::experiment_detail
