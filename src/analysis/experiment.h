@@ -10,21 +10,12 @@
 #include <vector>
 
 #include "recall/analysis/experiments.h"
+#include "recall/analysis/report.h"
 #include "recall/train/trainer.h"
 
 namespace recall::experiment_detail {
 
 namespace fs = std::filesystem;
-
-// A Markdown table (as report.cpp's): a header row, then rows of the same width.
-inline std::string md_table(const std::vector<std::string>& header,
-                            const std::vector<std::vector<std::string>>& rows) {
-  std::string out = "| " + fmt::format("{}", fmt::join(header, " | ")) + " |\n|";
-  for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
-  out += "\n";
-  for (const auto& r : rows) out += "| " + fmt::format("{}", fmt::join(r, " | ")) + " |\n";
-  return out;
-}
 
 inline double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());

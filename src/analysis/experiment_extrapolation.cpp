@@ -209,7 +209,8 @@ ExperimentResult Experiment::extrapolation() {
       "![extrapolation](extrapolation.png)\n",
       c_.quick ? " --quick" : "", rc.mqar_steps, rc.mqar_seeds,
       std::max<int64_t>(1, rc.mqar_seeds / 2), fmt::join(lengths, ", "), pc.d_k,
-      md_table({"pos", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"}, rows));
+      markdown_table({"pos", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"},
+                     rows));
   return out;
 }
 

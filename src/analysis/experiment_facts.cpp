@@ -173,9 +173,9 @@ ExperimentResult Experiment::facts() {
       "parameter, against {:.3f} with {}.\n\n![facts](facts_sweep.png)\n",
       c_.quick ? " --quick" : "", subjects, relations, objects, objects, std::log2(objects), steps,
       batch, fmt::join(grid, ", "),
-      md_table({"ffn", "parameters", "facts", "accuracy", "bits / param", "of 2 (Allen-Zhu & Li)",
-                "of 3.6 (Morris et al.)"},
-               rows),
+      markdown_table({"ffn", "parameters", "facts", "accuracy", "bits / param",
+                      "of 2 (Allen-Zhu & Li)", "of 3.6 (Morris et al.)"},
+                     rows),
       top->kind, top->facts, 2 * steps, doubled_bpp, top->bits_per_param, steps);
   return out;
 }

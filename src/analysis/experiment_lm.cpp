@@ -119,7 +119,7 @@ ExperimentResult Experiment::lm() {
       "Validation bits per character (mean [min, max] over seeds) and training tokens per "
       "second on this machine.\n\n{}\n![lm](lm.png)\n",
       c_.quick ? " --quick" : "", steps, seeds,
-      md_table({"ffn", "parameters", "val bits / char", "tokens / s"}, rows));
+      markdown_table({"ffn", "parameters", "val bits / char", "tokens / s"}, rows));
   return out;
 }
 

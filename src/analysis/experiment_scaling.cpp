@@ -239,11 +239,12 @@ ExperimentResult Experiment::scaling() {
       "sqrt((M - 1) / d) and sqrt(M / d - 1) (0 up to d) beside the probe.\n\n{}\n"
       "![scaling](scaling.png)\n",
       c_.quick ? " --quick" : "", trials, queries, probe_limit, dims.back(),
-      md_table({"store", "variable", "essay's form", "essay slope", "theory slope", "probe slope"},
-               rows),
-      md_table({"M", "outer product (closed form)", "outer product (probe)",
-                "least squares (closed form)", "least squares (probe)"},
-               isr_rows));
+      markdown_table(
+          {"store", "variable", "essay's form", "essay slope", "theory slope", "probe slope"},
+          rows),
+      markdown_table({"M", "outer product (closed form)", "outer product (probe)",
+                      "least squares (closed form)", "least squares (probe)"},
+                     isr_rows));
   return out;
 }
 

@@ -133,9 +133,9 @@ ExperimentResult Experiment::sharpness() {
       "entropy the mean softmax entropy per query (uniform attention in brackets), at "
       "initialisation and after training.\n\n{}\n![sharpness](beta_sweep.png)\n",
       c_.quick ? " --quick" : "", steps, seeds,
-      md_table({"attn_scale", "accuracy", "steps to 99 %", "grad norm init", "entropy init",
-                "grad norm trained", "entropy trained"},
-               rows));
+      markdown_table({"attn_scale", "accuracy", "steps to 99 %", "grad norm init", "entropy init",
+                      "grad norm trained", "entropy trained"},
+                     rows));
   return out;
 }
 

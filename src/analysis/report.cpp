@@ -45,19 +45,22 @@ ReportConfig ReportConfig::make(const std::string& out_dir, bool quick) {
   return c;
 }
 
+std::string markdown_table(const std::vector<std::string>& header,
+                           const std::vector<std::vector<std::string>>& rows) {
+  std::string out = "| " + fmt::format("{}", fmt::join(header, " | ")) + " |\n|";
+  for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  out += "\n";
+  for (const auto& r : rows) out += "| " + fmt::format("{}", fmt::join(r, " | ")) + " |\n";
+  return out;
+}
+
 namespace {
 
 // A Markdown table: a header row, then rows of the same width.
 struct MdTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
-  std::string str() const {
-    std::string out = "| " + fmt::format("{}", fmt::join(header, " | ")) + " |\n|";
-    for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
-    out += "\n";
-    for (const auto& r : rows) out += "| " + fmt::format("{}", fmt::join(r, " | ")) + " |\n";
-    return out;
-  }
+  std::string str() const { return markdown_table(header, rows); }
 };
 
 std::string num(std::optional<double> x, const char* f = "{:.4g}") {

@@ -39,4 +39,9 @@ struct ReportConfig {
 // out_dir/runs from an earlier call with the same sizes are reused.
 std::string run_report(const ReportConfig& config);
 
+// A Markdown table: the header row (first column left-aligned, the others right), then the rows,
+// each as wide as the header. Shared by the report and the experiments.
+std::string markdown_table(const std::vector<std::string>& header,
+                           const std::vector<std::vector<std::string>>& rows);
+
 }  // namespace recall
