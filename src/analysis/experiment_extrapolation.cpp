@@ -28,16 +28,32 @@ namespace recall::experiment_detail {
 
 using nlohmann::json;
 
+namespace {
+std::string rule_list(const std::vector<BetaRule>& rules) {
+  std::vector<std::string> names;
+  for (BetaRule r : rules) names.push_back(to_string(r));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+}  // namespace
+
 ExperimentResult Experiment::extrapolation() {
   ReportConfig rc = ReportConfig::make(c_.out_dir, c_.quick);
   rc.mqar_steps = steps(rc.mqar_steps);
   const std::vector<int64_t> lengths = rc.inspect_lengths;
+  // one per (pos, trained rule, rule at evaluation): the runs' mean ISR of their recalling heads,
+  // gathered per context length M, then averaged over the runs
   struct Curve {
     std::string pos;
     BetaRule trained, rule;
-    std::vector<double> M, isr, accuracy;
+    std::map<int64_t, std::vector<double>> isr_at;
+    std::vector<double> M, isr;
     int64_t runs = 0;
   };
+  // Without positions mqar-tiny learns recall far more slowly, if at all in its steps: half the
+  // seeds, and in quick mode rule none alone.
+  const int64_t nopos_seeds = std::max<int64_t>(1, rc.mqar_seeds / 2);
+  const std::vector<BetaRule> nopos_rules =
+      c_.quick ? std::vector<BetaRule>{BetaRule::kNone} : rc.mqar_rules;
   std::vector<Curve> curves;
   json out_points = json::array();
   for (const std::string pos : {"rope", "none"}) {
@@ -48,13 +64,17 @@ ExperimentResult Experiment::extrapolation() {
     if (pos == "none") ec.sets.push_back("pos=none");
     ec.out_dir = run_dir(pos == "rope" ? fmt::format("mqar-{}", rc.mqar_steps)
                                        : fmt::format("mqar-nopos-{}", rc.mqar_steps));
-    ec.seeds = pos == "rope" ? rc.mqar_seeds : std::max<int64_t>(1, rc.mqar_seeds / 2);
-    ec.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
+    ec.seeds = pos == "rope" ? rc.mqar_seeds : nopos_seeds;
+    ec.rules = pos == "rope" ? rc.mqar_rules : nopos_rules;
     ec.lengths = {1};
     ec.batches = rc.extrapolate_batches;
     ec.progress = c_.progress;
     const auto trained = extrapolate(ec);
     for (const auto& t : trained) {
+      auto own = std::find_if(curves.begin(), curves.end(), [&](const Curve& c) {
+        return c.pos == pos && c.trained == t.trained && c.rule == t.trained;
+      });
+      if (own == curves.end()) curves.push_back({pos, t.trained, t.trained, {}, {}, {}, 0});
       if (t.accuracy < 0.9) continue;  // never formed its recall circuit: says nothing of length
       Restored r = restore(t.checkpoint);
       InspectConfig ic;
@@ -84,13 +104,15 @@ ExperimentResult Experiment::extrapolation() {
           c = curves.end() - 1;
         }
         if (a.seq_len == lengths.front() * r.config.model.seq_len) ++c->runs;
-        if (isr.empty()) continue;
-        c->M.push_back(static_cast<double>(a.seq_len));
-        c->isr.push_back(mean(isr));
-        c->accuracy.push_back(a.accuracy);
+        if (!isr.empty()) c->isr_at[a.seq_len].push_back(mean(isr));
       }
     }
   }
+  for (auto& c : curves)
+    for (const auto& [M, isr] : c.isr_at) {
+      c.M.push_back(static_cast<double>(M));
+      c.isr.push_back(mean(isr));
+    }
   // the probe's softmax ISR under each rule at the heads' dimension, L = mqar-tiny's length
   const TrainConfig base = train_config_from_file("mqar-tiny", {});
   ProbeConfig pc;
@@ -147,9 +169,11 @@ ExperimentResult Experiment::extrapolation() {
     std::string isr_cells;
     for (size_t i = 0; i < c.M.size(); ++i)
       isr_cells += fmt::format("{}{:.0f}: {:.3g}", i ? ", " : "", c.M[i], c.isr[i]);
-    rows.push_back({c.pos, "`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
-                    std::to_string(c.runs), isr_cells.empty() ? "—" : isr_cells,
-                    opt_num(b, "{:.3f}"), probe_b_text});
+    rows.push_back(
+        {c.pos, "`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
+         std::to_string(c.runs),
+         isr_cells.empty() ? (c.runs ? "no recalling head" : "no run learned") : isr_cells,
+         opt_num(b, "{:.3f}"), probe_b_text});
     for (size_t i = 0; i < c.M.size(); ++i) data << c.M[i] << ' ' << c.isr[i] << '\n';
     data << "\n\n";
   }
@@ -200,15 +224,16 @@ ExperimentResult Experiment::extrapolation() {
   out.plot = "extrapolation.png";
   out.markdown = fmt::format(
       "`recall experiment extrapolation{}`: mqar-tiny ({} steps) trained with `pos = rope` "
-      "({} seed(s)) and `pos = none` ({} seed(s)) under rules none, su and ssmax (the none runs "
-      "also evaluated under qwen and yarn); runs that reach 0.9 at their training length are "
+      "({} seed(s), rules {}) and `pos = none` ({} seed(s), rules {}), the none runs also "
+      "evaluated under qwen and yarn; runs that reach 0.9 at their training length are "
       "inspected at {} x the length. ISR: the mean over the recalling heads of their median "
-      "ISR at M tokens of context; b is the fitted exponent of ISR = c (M - 1)^b (the essay: "
+      "ISR at M tokens of context, averaged over the runs (runs: those that learned); b is the "
+      "fitted exponent of ISR = c (M - 1)^b (the essay: "
       "1/2 at a fixed beta, lower when beta grows with ln M), beside the probe's softmax store "
       "at d_k = {} and beta = sqrt(d_k) under the same rule.\n\n{}\n"
       "![extrapolation](extrapolation.png)\n",
-      c_.quick ? " --quick" : "", rc.mqar_steps, rc.mqar_seeds,
-      std::max<int64_t>(1, rc.mqar_seeds / 2), fmt::join(lengths, ", "), pc.d_k,
+      c_.quick ? " --quick" : "", rc.mqar_steps, rc.mqar_seeds, rule_list(rc.mqar_rules),
+      nopos_seeds, rule_list(nopos_rules), fmt::join(lengths, ", "), pc.d_k,
       markdown_table({"pos", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"},
                      rows));
   return out;

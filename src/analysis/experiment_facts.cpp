@@ -41,8 +41,8 @@ ExperimentResult Experiment::facts() {
       {"linear", {"ffn=linear", "ffn_mult=6"}},
       {"learned_kv", {"ffn=learned_kv", "ffn_slots=160"}}};
   const std::vector<int64_t> grid =
-      c_.quick ? std::vector<int64_t>{2048, 8192} : std::vector<int64_t>{2048, 4096, 8192, 16384};
-  const int64_t steps = this->steps(c_.quick ? 800 : 3000), batch = 512;
+      c_.quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384};
+  const int64_t steps = this->steps(c_.quick ? 500 : 3000), batch = 512;
   auto sets_for = [&](const FfnVariant& v, int64_t n, int64_t s) {
     std::vector<std::string> sets = {fmt::format("facts_n={}", n),
                                      fmt::format("facts_subjects={}", subjects),

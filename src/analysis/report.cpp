@@ -36,8 +36,9 @@ ReportConfig ReportConfig::make(const std::string& out_dir, bool quick) {
     // decay) miss it, so quick keeps the steps and drops seeds. Two: about one run in four never
     // forms the circuit in its budget, and the report needs one that does under rule none.
     c.mqar_seeds = 2;
+    c.mqar_rules = {BetaRule::kNone, BetaRule::kSu};
     c.extrapolate_batches = 1;
-    c.inspect_lengths = {1, 4, 16};
+    c.inspect_lengths = {1, 4};
     c.fit_widths = {8};
     c.fit_steps = 400;
     c.facts_steps = 1500;
@@ -172,7 +173,7 @@ class Report {
     ec.seeds = c_.mqar_seeds;
     // qwen and yarn leave beta unchanged for M <= L, so training under them is training under
     // none (the same losses, bit for bit): the none runs are evaluated under them instead.
-    ec.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
+    ec.rules = c_.mqar_rules;
     ec.batches = c_.extrapolate_batches;
     ec.progress = c_.progress;
     ec.stop = c_.stop;

@@ -39,6 +39,10 @@ int default_threads() {
 
 int set_threads(int n) {
   if (n <= 0) n = default_threads();
+  // Flush denormals to zero on this thread, and so on every thread it starts later (threads
+  // inherit the floating-point control word): an attention layer whose softmax gradients decay
+  // into the denormal range otherwise runs its GEMMs 4x slower as training goes on.
+  at::globalContext().setFlushDenormal(true);
   torch::set_num_threads(n);
   return n;
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "recall/stores/beta_rule.h"
+
 namespace recall {
 
 struct ReportConfig {
@@ -28,6 +30,9 @@ struct ReportConfig {
   // The sizes of each experiment, set from quick.
   int64_t probe_trials = 16;
   int64_t mqar_steps = 2500, mqar_seeds = 5, extrapolate_batches = 4;
+  // the rules mqar-tiny is trained under (none first: its runs are also evaluated under qwen
+  // and yarn, which leave beta unchanged up to the training length)
+  std::vector<BetaRule> mqar_rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
   std::vector<int64_t> inspect_lengths = {1, 2, 4, 8, 16};
   std::vector<int64_t> fit_widths = {8, 16, 32, 64};
   int64_t fit_steps = 1000;

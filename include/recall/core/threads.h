@@ -5,6 +5,7 @@
 
 namespace recall {
 // Sets torch's intra-op threads; n <= 0 means default_threads(). Torch here defaults to 1 thread.
+// Also flushes denormal floats to zero for this thread and the threads it starts: call it first.
 // Returns the number set.
 int set_threads(int n);
 // The default thread count: OMP_NUM_THREADS when it is set to a positive number, else the CPUs
