@@ -143,7 +143,7 @@ std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
   while (bytes >= 1024 && u < 6) bytes /= 1024, ++u;
-  return fmt::format(u == 0 ? "{:.0f} {}" : "{:.1f} {}", bytes, units[u]);
+  return fmt::format(fmt::runtime(u == 0 ? "{:.0f} {}" : "{:.1f} {}"), bytes, units[u]);
 }
 
 void check_memory(const std::string& what, double bytes, const std::string& breakdown,
