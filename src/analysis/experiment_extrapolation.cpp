@@ -83,6 +83,7 @@ ExperimentResult Experiment::extrapolation() {
       if (t.trained == BetaRule::kNone)
         ic.rules = {BetaRule::kNone, BetaRule::kQwen, BetaRule::kYarn};
       ic.batches = rc.extrapolate_batches;
+      ic.ablate = false;  // the ISR of the recalling heads is all this experiment reads
       const InspectResult ir = inspect(r, ic, t.checkpoint);
       for (const auto& a : ir.attention) {
         std::vector<double> isr;

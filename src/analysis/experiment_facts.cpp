@@ -42,7 +42,13 @@ ExperimentResult Experiment::facts() {
       {"learned_kv", {"ffn=learned_kv", "ffn_slots=160"}}};
   const std::vector<int64_t> grid =
       c_.quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384};
-  const int64_t steps = this->steps(c_.quick ? 500 : 3000), batch = 512;
+  // Every point sees each fact equally often (exposures = steps x batch / facts): with a fixed
+  // number of steps a larger table would only be less trained, and bits stored would fall past the
+  // best point for that reason alone. --steps N fixes the steps instead.
+  const int64_t batch = 512, exposures = c_.quick ? 64 : 192;
+  auto steps_for = [&](int64_t n) {
+    return c_.steps > 0 ? c_.steps : std::max<int64_t>(100, n * exposures / batch);
+  };
   auto sets_for = [&](const FfnVariant& v, int64_t n, int64_t s) {
     std::vector<std::string> sets = {fmt::format("facts_n={}", n),
                                      fmt::format("facts_subjects={}", subjects),
@@ -62,15 +68,18 @@ ExperimentResult Experiment::facts() {
   std::ostringstream data;  // one block per kind: facts bits_stored bits_per_param
   struct Best {
     std::string kind;
-    int64_t params = 0, facts = 0;
+    int64_t params = 0, facts = 0, steps = 0;
     double bits_per_param = -1e9, accuracy = 0;
+    std::string stored;  // bits stored at each number of facts
   };
   std::vector<Best> best;
   for (const auto& v : variants) {
-    Best b{v.name};
+    Best b;
+    b.kind = v.name;
     for (int64_t n : grid) {
+      const int64_t steps = steps_for(n);
       const auto tr = train_run("facts-tiny", sets_for(v, n, steps),
-                                fmt::format("facts-{}/{}-{}", steps, v.name, n));
+                                fmt::format("facts/{}-{}-{}steps", v.name, n, steps));
       const auto& e = tr.eval;
       const auto params = static_cast<int64_t>(e.at("params"));
       const auto [ffn, activation] = feed_forward_from_name(v.name);
@@ -88,9 +97,12 @@ ExperimentResult Experiment::facts() {
            {"bits_per_param", e.at("bits_per_param")}});
       data << n << ' ' << e.at("bits") << ' ' << e.at("bits_per_param") << '\n';
       b.params = params;
+      b.stored +=
+          fmt::format("{}{}: {:.1f}k", b.stored.empty() ? "" : ", ", n, e.at("bits") / 1000);
       if (e.at("bits_per_param") > b.bits_per_param) {
         b.bits_per_param = e.at("bits_per_param");
         b.facts = n;
+        b.steps = steps;
         b.accuracy = e.at("accuracy");
       }
     }
@@ -103,8 +115,9 @@ ExperimentResult Experiment::facts() {
   });
   const auto& top_variant = *std::find_if(variants.begin(), variants.end(),
                                           [&](const FfnVariant& v) { return v.name == top->kind; });
-  const auto doubled = train_run("facts-tiny", sets_for(top_variant, top->facts, 2 * steps),
-                                 fmt::format("facts-{}/{}-{}", 2 * steps, top->kind, top->facts));
+  const auto doubled =
+      train_run("facts-tiny", sets_for(top_variant, top->facts, 2 * top->steps),
+                fmt::format("facts/{}-{}-{}steps", top->kind, top->facts, 2 * top->steps));
   const double doubled_bpp = doubled.eval.at("bits_per_param");
   std::vector<std::vector<std::string>> rows;
   auto ranked = best;
@@ -113,26 +126,27 @@ ExperimentResult Experiment::facts() {
   for (const auto& b : ranked)
     rows.push_back({"`" + b.kind + "`", std::to_string(b.params), std::to_string(b.facts),
                     fmt::format("{:.3f}", b.accuracy), fmt::format("{:.3f}", b.bits_per_param),
-                    fmt::format("{:.0f} %", 100 * b.bits_per_param / 2.0),
+                    b.stored, fmt::format("{:.0f} %", 100 * b.bits_per_param / 2.0),
                     fmt::format("{:.0f} %", 100 * b.bits_per_param / 3.6)});
   json plateau = json::array();
   for (const auto& b : ranked)
     plateau.push_back({{"kind", b.kind},
                        {"params", b.params},
                        {"facts", b.facts},
+                       {"steps", b.steps},
                        {"bits_per_param", b.bits_per_param}});
   write_file_atomic(path("facts_sweep.json"),
                     json{{"subjects", subjects},
                          {"relations", relations},
                          {"objects", objects},
-                         {"steps", steps},
+                         {"exposures_per_fact", c_.steps > 0 ? json(nullptr) : json(exposures)},
                          {"batch_size", batch},
                          {"points", points},
                          {"plateau", plateau},
                          {"doubled",
                           {{"kind", top->kind},
                            {"facts", top->facts},
-                           {"steps", 2 * steps},
+                           {"steps", 2 * top->steps},
                            {"bits_per_param", doubled_bpp},
                            {"bits_per_param_before", top->bits_per_param}}},
                          {"literature", {{"allen_zhu_li", 2.0}, {"morris_et_al", 3.6}}}}
@@ -166,17 +180,21 @@ ExperimentResult Experiment::facts() {
       "`recall experiment facts{}`: random (subject, relation) -> object facts over {} x {} "
       "cells and {} objects (log2 {} = {:.0f} bits a fact), in facts-tiny's one-layer d = 32 "
       "model with each feed-forward store at 12 d^2 parameters (mlp and linear width 6 d, glu 4 "
-      "d, learned_kv 160 slots), {} steps of batch {} (lr 3e-3) per point, over {} facts. Bits "
-      "stored = facts x (log2 objects - cross-entropy in bits), per parameter of the whole "
-      "model. At each kind's best point (the plateau, ranked):\n\n{}\n"
-      "More training at the best point: `{}` at {} facts with {} steps stores {:.3f} bits per "
-      "parameter, against {:.3f} with {}.\n\n![facts](facts_sweep.png)\n",
-      c_.quick ? " --quick" : "", subjects, relations, objects, objects, std::log2(objects), steps,
-      batch, fmt::join(grid, ", "),
+      "d, learned_kv 160 slots), batches of {} (lr 3e-3) over {} facts, {}. Bits stored = "
+      "facts x (log2 objects - cross-entropy in bits), per parameter of the whole model. Below "
+      "capacity a table is stored whole (bits stored = 8 x facts); past it bits stored stop "
+      "rising. At each kind's best point, ranked:\n\n{}\n"
+      "More training at the best point: `{}` at {} facts with {} steps (twice the exposures) "
+      "stores {:.3f} bits per parameter, against {:.3f} with {}.\n\n![facts](facts_sweep.png)\n",
+      c_.quick ? " --quick" : "", subjects, relations, objects, objects, std::log2(objects), batch,
+      fmt::join(grid, ", "),
+      c_.steps > 0 ? fmt::format("{} steps per point", c_.steps)
+                   : fmt::format("each fact seen {} times (steps = facts x {} / {})", exposures,
+                                 exposures, batch),
       markdown_table({"ffn", "parameters", "facts", "accuracy", "bits / param",
-                      "of 2 (Allen-Zhu & Li)", "of 3.6 (Morris et al.)"},
+                      "bits stored by facts", "of 2 (Allen-Zhu & Li)", "of 3.6 (Morris et al.)"},
                      rows),
-      top->kind, top->facts, 2 * steps, doubled_bpp, top->bits_per_param, steps);
+      top->kind, top->facts, 2 * top->steps, doubled_bpp, top->bits_per_param, top->steps);
   return out;
 }
 

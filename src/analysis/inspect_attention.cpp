@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
@@ -162,7 +163,10 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
       const int64_t T = m * mc.seq_len;
       const auto set = length_prompts(*task, tc, T, config.batches);
       auto heads = inspect_heads(model, set, tc.task.mqar_pairs);
-      ablate_heads(model, *task, set, heads);
+      if (config.ablate)
+        ablate_heads(model, *task, set, heads);
+      else
+        for (auto& h : heads) h.ablated_accuracy = std::numeric_limits<double>::quiet_NaN();
       out.attention.push_back({T, rule, evaluate(model, *task, set).at("accuracy"), heads});
     }
   }

@@ -4,7 +4,11 @@
 // token then reads the last seq_len tokens in one forward, as the model saw them in training.
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "recall/core/error.h"
@@ -25,6 +29,23 @@ torch::Tensor pick(torch::Tensor logits, double temperature, int64_t top_k) {
     logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
   }
   return torch::multinomial(torch::softmax(logits / temperature, -1), 1).squeeze(-1);  // (N,)
+}
+
+// The validation bits per character the run logged when it wrote this checkpoint (its folder's
+// metrics.jsonl, the evaluation at the checkpoint's step), if it logged one.
+std::optional<double> logged_bits_per_char(const std::string& checkpoint, int64_t step) {
+  namespace fs = std::filesystem;
+  const fs::path run =
+      fs::is_directory(checkpoint) ? fs::path(checkpoint) : fs::path(checkpoint).parent_path();
+  std::ifstream in(run / "metrics.jsonl");
+  std::optional<double> bpc;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("step", int64_t{-1}) == step && j.contains("eval") &&
+        j["eval"].contains("bits_per_char") && j["eval"]["bits_per_char"].is_number())
+      bpc = j["eval"]["bits_per_char"].get<double>();  // the last one: a resumed run logs again
+  }
+  return bpc;
 }
 
 }  // namespace
@@ -76,6 +97,10 @@ void add_sample(CLI::App& root, Action& action) {
         logits = ids.size(1) <= ctx ? r.model->forward_incremental(next, kv).select(1, -1)
                                     : torch::Tensor();
       }
+      if (r.config.task.kind == TaskKind::kText)
+        if (const auto bpc = logged_bits_per_char(args->checkpoint, r.step))
+          fmt::print(stderr, "# {} (step {}): {:.4f} validation bits per character\n",
+                     args->checkpoint, r.step, *bpc);
       const auto plen = static_cast<std::ptrdiff_t>(prompt.size());
       for (int64_t n = 0; n < N; ++n) {
         auto row = ids[n].to(torch::kCPU).contiguous();

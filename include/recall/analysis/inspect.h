@@ -57,7 +57,7 @@ struct HeadReport {
   int64_t offset = 0;           // read position 2i + offset for the pair at 2i
   double pair_weight = 0;       // mean attention weight on the read position
   double hit_rate = 0;          // fraction of queries with the largest weight there
-  double ablated_accuracy = 0;  // the model's accuracy with this head zeroed
+  double ablated_accuracy = 0;  // the model's accuracy with this head zeroed (NaN: not ablated)
   IsrSummary isr;
   bool recalls() const { return hit_rate >= 0.5; }
 };
@@ -86,6 +86,7 @@ struct InspectConfig {
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of the training length
   std::vector<BetaRule> rules = all_beta_rules();
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size
+  bool ablate = true;   // score the model once more per head with that head zeroed
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };

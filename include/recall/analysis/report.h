@@ -28,15 +28,15 @@ struct ReportConfig {
   std::function<int(int64_t step)> stop;
 
   // The sizes of each experiment, set from quick.
-  int64_t probe_trials = 16;
-  int64_t mqar_steps = 2500, mqar_seeds = 5, extrapolate_batches = 4;
+  int64_t probe_trials = 8;
+  int64_t mqar_steps = 2500, mqar_seeds = 3, extrapolate_batches = 4;
   // the rules mqar-tiny is trained under (none first: its runs are also evaluated under qwen
   // and yarn, which leave beta unchanged up to the training length)
   std::vector<BetaRule> mqar_rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
   std::vector<int64_t> inspect_lengths = {1, 2, 4, 8, 16};
   std::vector<int64_t> fit_widths = {8, 16, 32, 64};
   int64_t fit_steps = 1000;
-  int64_t facts_steps = 16000;
+  int64_t facts_steps = 8000;
   static ReportConfig make(const std::string& out_dir, bool quick);
 };
 
