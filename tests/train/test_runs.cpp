@@ -1,4 +1,5 @@
 // End-to-end runs small enough for the test budget: mqar learns, eval and sample read checkpoints.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,11 @@ TEST(TrainRuns, EvalAndSampleFromTheCli) {
   ASSERT_EQ(sample.code, 0) << sample.err;
   EXPECT_EQ(sample.out.rfind("the c", 0), 0u);
   EXPECT_EQ(sample.out.size(), 5u + 20u + 1u);  // prompt, 20 bytes, newline
+  // the checkpoint's validation bits per character, as its run logged them, beside the text
+  const double bpc = nlohmann::json::parse(trained.out)["eval"]["bits_per_char"].get<double>();
+  EXPECT_NE(sample.err.find(fmt::format("(step 60): {:.4f} validation bits per character", bpc)),
+            std::string::npos)
+      << sample.err;
 
   const auto bad = test::run_cli({"sample", "--checkpoint", dir / "run", "--prompt", "xyz"}, dir);
   EXPECT_EQ(bad.code, 2);
