@@ -273,7 +273,7 @@ class Report {
         const FitResult r = fit_capacity(fc);
         all.push_back(nlohmann::json::parse(fit_json(r)));
         t.rows.push_back(
-            {"`" + std::string(kind) + "`", std::to_string(width), std::to_string(r.parameters),
+            {fmt::format("`{}`", kind), std::to_string(width), std::to_string(r.parameters),
              fmt::format("{}{}", r.capacity, r.capped ? "+" : ""),
              fmt::format("{:.3f}", r.bits_per_param),
              fmt::format("{:.4g}", r.constructed.value_or(0.0)), num(r.theory),

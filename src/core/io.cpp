@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
+  std::string tmpl = (dir / fmt::format(".{}.tmpXXXXXX", target.filename().string())).string();
   int fd = ::mkstemp(tmpl.data());
   if (fd < 0)
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
@@ -51,7 +51,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 int remove_atomic_leftovers(const std::string& path) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string prefix = "." + target.filename().string() + ".tmp";
+  const std::string prefix = fmt::format(".{}.tmp", target.filename().string());
   std::error_code ec;
   int removed = 0;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {

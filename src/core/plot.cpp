@@ -63,7 +63,7 @@ void render_plot(const std::string& path, const std::string& data,
   std::ofstream(data_file) << data;
   const fs::path dir =
       fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  const fs::path partial = dir / ("." + fs::path(path).filename().string() + ".partial");
+  const fs::path partial = dir / fmt::format(".{}.partial", fs::path(path).filename().string());
   std::ofstream(tmp.path / "plot.gp")
       << fmt::format("set terminal {} noenhanced\nset output '{}'\n{}", terminal, partial.string(),
                      script(data_file.string()));
