@@ -21,20 +21,17 @@
 #include "recall/core/io.h"
 #include "recall/core/plot.h"
 #include "recall/stores/theory.h"
+#include "recall/train/metrics.h"
 #include "recall/train/trainer.h"
 
 namespace recall::experiment_detail {
 
 using nlohmann::json;
 
-double logged_tokens_per_s(const std::string& metrics_file) {
-  std::ifstream in(metrics_file);
-  std::string line;
+// The training throughput a run logged last; 0 when it logged none.
+double logged_tokens_per_s(const std::string& run_dir) {
   double last = 0;
-  while (std::getline(in, line)) {
-    const auto j = json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("tokens_per_s")) last = j["tokens_per_s"].get<double>();
-  }
+  for (const auto& r : read_metrics(run_dir)) last = r.get("tokens_per_s").value_or(last);
   return last;
 }
 
@@ -70,8 +67,7 @@ ExperimentResult Experiment::lm() {
       const std::string name = fmt::format("lm-{}/{}-seed{}", steps, v.name, seed);
       const auto tr = train_run("text-tiny", sets, name);
       params = restore(run_dir(name)).model->num_parameters();
-      const double b = tr.eval.at("bits_per_char"),
-                   t = logged_tokens_per_s(run_dir(name) + "/metrics.jsonl");
+      const double b = tr.eval.at("bits_per_char"), t = logged_tokens_per_s(run_dir(name));
       runs.push_back({{"ffn", v.name},
                       {"params", params},
                       {"seed", seed},

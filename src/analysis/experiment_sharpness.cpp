@@ -61,7 +61,7 @@ ExperimentResult Experiment::sharpness() {
       const TrainResult tr = train_run("mqar-tiny", sets, name);
       Restored r = restore(run_dir(name));
       const AttentionStats trained = attention_stats(r.model, batch);
-      const auto to99 = steps_to_accuracy(run_dir(name) + "/metrics.jsonl", 0.99);
+      const auto to99 = steps_to_accuracy(run_dir(name), 0.99);
       const double a = tr.eval.at("accuracy");
       points.push_back({{"attn_scale", scale},
                         {"seed", seed},

@@ -21,6 +21,7 @@
 #include "recall/core/io.h"
 #include "recall/core/plot.h"
 #include "recall/stores/theory.h"
+#include "recall/train/metrics.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
@@ -90,15 +91,9 @@ AttentionStats attention_stats(Transformer& model, const Batch& batch) {
   return s;
 }
 
-std::optional<int64_t> steps_to_accuracy(const std::string& metrics_file, double target) {
-  std::ifstream in(metrics_file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const auto j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("eval")) continue;
-    if (j["eval"].value("accuracy", 0.0) >= target) return j["step"].get<int64_t>();
-  }
+std::optional<int64_t> steps_to_accuracy(const std::string& run_dir, double target) {
+  for (const auto& r : read_metrics(run_dir))
+    if (r.eval && r.get("accuracy").value_or(0.0) >= target) return r.step;
   return std::nullopt;
 }
 

@@ -4,14 +4,13 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "commands.h"
 #include "output.h"
 #include "recall/core/error.h"
 #include "recall/core/plot.h"
+#include "recall/train/metrics.h"
 
 namespace recall::cli {
 namespace fs = std::filesystem;
@@ -24,18 +23,13 @@ struct Curves {
   std::vector<std::array<double, 2>> eval;   // step, accuracy
 };
 
-Curves read_metrics(const fs::path& run, const std::string& name) {
+Curves read_curves(const fs::path& run, const std::string& name) {
   Curves c{name, {}, {}};
-  std::ifstream in(run / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;  // a torn last line
-    const double step = j["step"].get<double>();
-    if (j.contains("loss") && j.contains("lr"))
-      c.train.push_back({step, j["loss"].get<double>(), j["lr"].get<double>()});
-    if (j.contains("eval") && j["eval"].contains("accuracy"))
-      c.eval.push_back({step, j["eval"]["accuracy"].get<double>()});
+  for (const auto& r : read_metrics(run.string())) {
+    const auto loss = r.get("loss"), lr = r.get("lr"), accuracy = r.get("accuracy");
+    const auto step = static_cast<double>(r.step);
+    if (!r.eval && loss && lr) c.train.push_back({step, *loss, *lr});
+    if (r.eval && accuracy) c.eval.push_back({step, *accuracy});
   }
   return c;
 }
@@ -45,7 +39,7 @@ std::vector<std::pair<fs::path, std::string>> find_runs(const std::vector<std::s
   std::vector<std::pair<fs::path, std::string>> runs;
   for (const auto& arg : args) {
     const fs::path p(arg);
-    if (fs::exists(p / "metrics.jsonl")) {
+    if (fs::exists(metrics_path(p.string()))) {
       runs.emplace_back(p, p.lexically_normal().filename().string().empty()
                                ? p.lexically_normal().parent_path().filename().string()
                                : p.lexically_normal().filename().string());
@@ -55,7 +49,7 @@ std::vector<std::pair<fs::path, std::string>> find_runs(const std::vector<std::s
     std::error_code ec;
     if (fs::is_directory(p, ec))
       for (const auto& e : fs::directory_iterator(p, ec))
-        if (fs::exists(e.path() / "metrics.jsonl")) inside.insert(e.path());
+        if (fs::exists(metrics_path(e.path().string()))) inside.insert(e.path());
     if (inside.empty())
       throw UsageError(fmt::format(
           "{}: no metrics.jsonl there nor in its folders; give a run folder (recall train --out)",
@@ -132,7 +126,7 @@ void add_plot(CLI::App& root, Action& action) {
     action = [args] {
       std::vector<Curves> curves;
       for (const auto& [path, name] : find_runs(args->runs))
-        curves.push_back(read_metrics(path, name));
+        curves.push_back(read_curves(path, name));
       write_curves_plot(curves, args->out);
       if (!quiet())
         fmt::print(stderr, "plotted {} run{} to {}\n", curves.size(), curves.size() == 1 ? "" : "s",

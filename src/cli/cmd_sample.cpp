@@ -5,13 +5,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "commands.h"
 #include "recall/core/error.h"
+#include "recall/train/metrics.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {
@@ -32,20 +31,13 @@ torch::Tensor pick(torch::Tensor logits, double temperature, int64_t top_k) {
 }
 
 // The validation bits per character the run logged when it wrote this checkpoint (its folder's
-// metrics.jsonl, the evaluation at the checkpoint's step), if it logged one.
+// evaluation at the checkpoint's step), if it logged one.
 std::optional<double> logged_bits_per_char(const std::string& checkpoint, int64_t step) {
   namespace fs = std::filesystem;
   const fs::path run =
       fs::is_directory(checkpoint) ? fs::path(checkpoint) : fs::path(checkpoint).parent_path();
-  std::ifstream in(run / "metrics.jsonl");
-  std::optional<double> bpc;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("step", int64_t{-1}) == step && j.contains("eval") &&
-        j["eval"].contains("bits_per_char") && j["eval"]["bits_per_char"].is_number())
-      bpc = j["eval"]["bits_per_char"].get<double>();  // the last one: a resumed run logs again
-  }
-  return bpc;
+  const auto eval = eval_at(read_metrics(run.string()), step);
+  return eval ? eval->get("bits_per_char") : std::nullopt;
 }
 
 }  // namespace

@@ -14,11 +14,13 @@
 
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -28,6 +30,7 @@
 #include "recall/core/io.h"
 #include "recall/core/signals.h"
 #include "recall/train/checkpoint.h"
+#include "recall/train/metrics.h"
 #include "recall/train/train_config.h"
 
 extern char** environ;
@@ -91,29 +94,28 @@ std::vector<Point> expand(const std::vector<Axis>& axes) {
   return points;
 }
 
-// What a run folder's metrics.jsonl says: the last training record and the last evaluation.
+// What a run folder's metrics log says: the last training record and the last evaluation.
 struct RunState {
-  std::string status = "pending";  // pending, interrupted, finished, failed
-  nlohmann::json train;            // {step, loss, lr, tokens_per_s, ...} or null
-  nlohmann::json eval;             // {step, eval: {...}} or null
+  std::string status = "pending";      // pending, interrupted, finished, failed
+  std::optional<MetricsRecord> train;  // loss, lr, tokens_per_s, ...
+  std::optional<MetricsRecord> eval;   // the evaluation's loss, accuracy, ...
 };
 
 RunState read_state(const fs::path& dir, int64_t steps) {
   RunState s;
-  std::ifstream in(dir / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
-    if (j.contains("eval")) s.eval = j;
-    if (j.contains("loss")) s.train = j;
-  }
+  for (auto& r : read_metrics(dir.string())) (r.eval ? s.eval : s.train) = std::move(r);
   const bool ckpt = fs::exists(checkpoint_path(dir.string()));
-  if (ckpt && !s.eval.is_null() && s.eval["step"].get<int64_t>() == steps)
+  if (ckpt && s.eval && s.eval->step == steps)
     s.status = "finished";
   else if (ckpt)
     s.status = "interrupted";
   return s;
+}
+
+// A metric as JSON: null when the record or the value is missing.
+nlohmann::json metric(const std::optional<MetricsRecord>& r, const std::string& key) {
+  const auto v = r ? r->get(key) : std::nullopt;
+  return v ? nlohmann::json(*v) : nlohmann::json();
 }
 
 // A grid value as JSON: a number or a boolean where the TOML literal is one, else the string.
@@ -138,8 +140,8 @@ std::string write_summary(const fs::path& out, const std::vector<Axis>& axes,
                           const std::vector<Point>& points, const std::vector<RunState>& states) {
   std::set<std::string> eval_keys;
   for (const auto& s : states)
-    if (!s.eval.is_null())
-      for (const auto& [k, v] : s.eval["eval"].items()) eval_keys.insert(k);
+    if (s.eval)
+      for (const auto& [k, v] : s.eval->values) eval_keys.insert(k);
   nlohmann::json runs = nlohmann::json::array();
   std::string csv = "run";
   for (const auto& [key, values] : axes) csv += "," + csv_field(key);
@@ -155,13 +157,14 @@ std::string write_summary(const fs::path& out, const std::vector<Axis>& axes,
       j["point"][k] = value_json(v);
       csv += "," + csv_field(v);
     }
-    const nlohmann::json none;
-    const auto& t = s.train.is_null() ? none : s.train;
-    j["step"] = t.is_null() ? nlohmann::json(0) : t["step"];
-    j["loss"] = t.is_null() ? none : t["loss"];
-    j["tokens_per_s"] = t.is_null() ? none : t["tokens_per_s"];
-    j["eval"] = s.eval.is_null() ? nlohmann::json::object() : s.eval["eval"];
-    if (!s.eval.is_null()) j["eval_step"] = s.eval["step"];
+    j["step"] = s.train ? s.train->step : 0;
+    j["loss"] = metric(s.train, "loss");
+    j["tokens_per_s"] = metric(s.train, "tokens_per_s");
+    j["eval"] = nlohmann::json::object();
+    if (s.eval) {
+      for (const auto& [k, v] : s.eval->values) j["eval"][k] = v;
+      j["eval_step"] = s.eval->step;
+    }
     csv += fmt::format(",{},{},{},{}", s.status, j["step"].get<int64_t>(), number(j["loss"]),
                        number(j["tokens_per_s"]));
     for (const auto& k : eval_keys) csv += "," + number(j["eval"].value(k, nlohmann::json()));
@@ -296,11 +299,9 @@ int run_sweep(const Args& args) {
       started[i] = std::chrono::steady_clock::now();
       if (!quiet())
         fmt::print(stderr, "sweep: {} {}\n", p.name,
-                   resume
-                       ? fmt::format(
-                             "resumes from step {}",
-                             states[i].train.is_null() ? 0 : states[i].train["step"].get<int64_t>())
-                       : std::string("starts"));
+                   resume ? fmt::format("resumes from step {}",
+                                        states[i].train ? states[i].train->step : 0)
+                          : std::string("starts"));
     }
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -321,10 +322,11 @@ int run_sweep(const Args& args) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started[i]).count();
         const auto& s = states[i];
         std::string what = s.status;
-        if (!s.train.is_null()) what += fmt::format(" at step {}", s.train["step"].get<int64_t>());
-        if (s.status == "finished" && !s.eval.is_null())
-          what += fmt::format(", loss {:.4f}, eval accuracy {:.4f}", s.train["loss"].get<double>(),
-                              s.eval["eval"].value("accuracy", 0.0));
+        if (s.train) what += fmt::format(" at step {}", s.train->step);
+        if (s.status == "finished" && s.train && s.eval)
+          what +=
+              fmt::format(", loss {:.4f}, eval accuracy {:.4f}", s.train->get("loss").value_or(NAN),
+                          s.eval->get("accuracy").value_or(NAN));
         fmt::print(stderr, "sweep: {} {} ({:.1f} s)\n", points[i].name, what, secs);
       }
       continue;

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -25,21 +24,18 @@
 #include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
+#include "recall/train/metrics.h"
 
 namespace recall {
 namespace fs = std::filesystem;
 namespace {
 
 // On resume, records past the checkpoint's step came from steps that will be taken again.
-void trim_metrics(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("step") && j["step"].get<int64_t>() <= step)
-      kept += line + "\n";
-  }
-  write_file_atomic(path, kept);
+void trim_metrics(const std::string& run_dir, int64_t step) {
+  std::string kept;
+  for (const auto& r : read_metrics(run_dir))
+    if (r.step <= step) kept += metrics_line(r) + "\n";
+  write_file_atomic(metrics_path(run_dir), kept);
 }
 
 // The global gradient norm, clipped to max_norm when that is > 0. torch's clip turns max_norm into
@@ -69,25 +65,13 @@ std::string format_duration(double seconds) {
                    : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-nlohmann::json to_json(const std::map<std::string, double>& m) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : m) j[k] = v;
-  return j;
-}
-
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// The lowest evaluation loss recorded in a metrics file; infinity when there is none.
-double best_eval_loss(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
+// The lowest evaluation loss a run logged; infinity when there is none.
+double best_eval_loss(const std::string& run_dir) {
   double best = kInfinity;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("eval") && j["eval"].contains("loss") &&
-        j["eval"]["loss"].is_number())
-      best = std::min(best, j["eval"]["loss"].get<double>());
-  }
+  for (const auto& r : read_metrics(run_dir))
+    if (const auto loss = r.get("loss"); r.eval && loss) best = std::min(best, *loss);
   return best;
 }
 
@@ -261,7 +245,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   const auto eval_set =
       task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
 
-  const std::string metrics_file = (fs::path(options.out_dir) / "metrics.jsonl").string();
+  const std::string metrics_file = metrics_path(options.out_dir);
   std::ofstream metrics;
   if (writer) {
     fs::create_directories(options.out_dir);
@@ -270,7 +254,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
       remove_atomic_leftovers((fs::path(options.out_dir) / name).string());
     write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
     if (resume)
-      trim_metrics(metrics_file, step);
+      trim_metrics(options.out_dir, step);
     else
       write_file_atomic(metrics_file, "");
     metrics.open(metrics_file, std::ios::app);
@@ -283,7 +267,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   // The lowest validation loss so far, kept in best.bin beside the last checkpoint; on resume,
   // from the records the run kept.
   const std::string best_file = best_checkpoint_path(options.out_dir);
-  double best_loss = resume ? best_eval_loss(metrics_file) : kInfinity;
+  double best_loss = resume ? best_eval_loss(options.out_dir) : kInfinity;
   auto save = [&](const std::string& path) {
     for (const auto& p : model->parameters())
       if (!torch::isfinite(p).all().item<bool>())
@@ -303,7 +287,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     if (!writer) return {};
     TorchThreads all(workers);  // evaluation is one forward over each batch: intra-op threads
     auto m = evaluate(model, *task, eval_set);
-    metrics << nlohmann::json{{"step", step}, {"eval", to_json(m)}}.dump() << "\n" << std::flush;
+    metrics << metrics_line({step, true, m}) << "\n" << std::flush;
     if (progress)
       fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}{}\n", step, m["loss"],
                  m["accuracy"],
@@ -362,9 +346,13 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tok_s = tokens / mean_step_seconds(result.step_seconds);
       const double mfu = flops_token * tok_s / peak_flops;
-      metrics << nlohmann::json{{"step", step},       {"loss", loss_v},        {"lr", lr},
-                                {"grad_norm", gnorm}, {"tokens_per_s", tok_s}, {"mfu", mfu}}
-                     .dump()
+      metrics << metrics_line({step,
+                               false,
+                               {{"loss", loss_v},
+                                {"lr", lr},
+                                {"grad_norm", gnorm},
+                                {"tokens_per_s", tok_s},
+                                {"mfu", mfu}}})
               << "\n"
               << std::flush;
       if (progress)

@@ -112,8 +112,8 @@ TEST(Experiments, FittedSlopeAndStepsToAccuracy) {
   EXPECT_NEAR(fitted_slope({1, 2, 3, 4}, {3, 5, 7, 9}), 2.0, 1e-12);
   EXPECT_THROW(fitted_slope({1, 1}, {2, 3}), std::invalid_argument);
   test::TempDir dir;
-  const std::string f = dir / "metrics.jsonl";
-  test::write_text(f,
+  const std::string f = dir.path().string();
+  test::write_text(dir / "metrics.jsonl",
                    "{\"step\": 50, \"loss\": 1.0}\n"
                    "{\"step\": 100, \"eval\": {\"accuracy\": 0.5}}\n"
                    "{\"step\": 200, \"eval\": {\"accuracy\": 0.995}}\n"

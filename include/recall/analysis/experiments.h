@@ -68,7 +68,8 @@ struct AttentionStats {
 };
 AttentionStats attention_stats(Transformer& model, const Batch& batch);
 
-// The first step in a run's metrics.jsonl whose evaluation accuracy is >= target; nullopt if none.
-std::optional<int64_t> steps_to_accuracy(const std::string& metrics_file, double target);
+// The first step at which a run's evaluation accuracy was >= target (recall/train/metrics.h);
+// nullopt if none.
+std::optional<int64_t> steps_to_accuracy(const std::string& run_dir, double target);
 
 }  // namespace recall
