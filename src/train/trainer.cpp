@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "recall/core/device.h"
 #include "recall/core/error.h"
@@ -316,6 +317,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   result.peak_flops = peak_flops;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = step;
+  bool mfu_explained = false;
   while (step < tc.steps) {
     const auto step_start = std::chrono::steady_clock::now();
     const double lr = lr_at(tc, step);
@@ -360,6 +362,12 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
                    "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n", step,
                    tc.steps, loss_v, lr, tok_s, 100 * mfu,
                    format_duration(secs / (step - first) * (tc.steps - step)));
+      if (progress && mfu > 1 && !std::exchange(mfu_explained, true))
+        fmt::print(
+            stderr,
+            "# MFU is over 100 %: the GEMM rate it divides by ({:.0f} GFLOP/s) was "
+            "measured while the cores were busy; --set peak_flops=F gives the idle rate (FLOP/s)\n",
+            peak_flops / 1e9);
     }
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();
     if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save(ckpt_file);
