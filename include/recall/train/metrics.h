@@ -1,9 +1,9 @@
 // A run's metrics log, DIR/metrics.jsonl: one JSON object per line, appended by the trainer.
-//   training record:   {"step": 100, "loss": 1.23, "lr": 1e-3, "grad_norm": 0.4, "tokens_per_s":
-//   ..., "mfu": ...} evaluation record: {"step": 250, "eval": {"loss": 1.1, "accuracy": 0.6,
-//   "bits_per_char": ...}}
-// Every value is a number. One reader for all that look back at a run (resume, plot, sweep,
-// sample, the experiments), so the format lives here alone.
+// A training record, {"step": 100, "loss": 1.23, "lr": 1e-3, "grad_norm": 0.4, "tokens_per_s": ..,
+// "mfu": ..}, every log_every steps; an evaluation record, {"step": 250, "eval": {"loss": 1.1,
+// "accuracy": 0.6, "bits_per_char": ..}}, at each evaluation. Every value is a number. One reader
+// for all that look back at a run (resume, plot, sweep, sample, the experiments), so the format
+// lives here alone.
 #pragma once
 #include <cstdint>
 #include <map>
