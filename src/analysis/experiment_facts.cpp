@@ -117,8 +117,9 @@ ExperimentResult Experiment::facts() {
     best.push_back(b);
   }
   // More training for the best kind, at the largest table it was trained on (where the table is
-  // not what limits bits stored): twice and four times the exposures (quick: twice). When the last doubling still
-  // adds bits, the sweep's figure is short of the kind's plateau, and the text says so.
+  // not what limits bits stored): twice and four times the exposures (quick: twice). When the last
+  // doubling still adds bits, the sweep's figure is short of the kind's plateau, and the text says
+  // so.
   const auto top = std::max_element(best.begin(), best.end(), [](const Best& a, const Best& b) {
     return a.bits_per_param < b.bits_per_param;
   });
