@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "experiment.h"
@@ -46,7 +47,7 @@ ExperimentResult Experiment::facts() {
   // number of steps a larger table would only be less trained, and bits stored would fall past the
   // best point for that reason alone. --steps N fixes the steps instead. The kinds are ranked at
   // these exposures; the best is then trained longer (below), which is where the plateau shows.
-  const int64_t batch = 512, exposures = c_.quick ? 64 : 128;
+  const int64_t batch = 512, exposures = facts_exposures(c_.quick);
   auto steps_for = [&](int64_t n) {
     return c_.steps > 0 ? c_.steps : std::max<int64_t>(100, n * exposures / batch);
   };
@@ -69,9 +70,11 @@ ExperimentResult Experiment::facts() {
   std::ostringstream data;  // one block per kind: facts bits_stored bits_per_param
   struct Best {
     std::string kind;
-    int64_t params = 0, facts = 0, steps = 0, largest = 0;
+    int64_t params = 0, facts = 0, steps = 0;
     double bits_per_param = -1e9, accuracy = 0;
-    std::string stored;  // bits stored at each number of facts
+    int64_t largest = 0, largest_steps = 0;  // the largest table trained, where training longer
+    double largest_bits_per_param = 0;       // shows whether exposures still limit bits stored
+    std::string stored;                      // bits stored at each number of facts
   };
   std::vector<Best> best;
   for (const auto& v : variants) {
@@ -108,6 +111,8 @@ ExperimentResult Experiment::facts() {
         b.accuracy = e.at("accuracy");
       }
       b.largest = n;
+      b.largest_steps = steps;
+      b.largest_bits_per_param = e.at("bits_per_param");
       // past capacity: twice the facts added under 5 % to bits stored, so larger tables would
       // only repeat the plateau
       if (last_bits > 0 && e.at("bits") < 1.05 * last_bits) break;
@@ -117,9 +122,9 @@ ExperimentResult Experiment::facts() {
     best.push_back(b);
   }
   // More training for the best kind, at the largest table it was trained on (where the table is
-  // not what limits bits stored): twice and four times the exposures (quick: twice). When the last
-  // doubling still adds bits, the sweep's figure is short of the kind's plateau, and the text says
-  // so.
+  // not what limits bits stored): by default twice and four times the exposures (quick: twice),
+  // --more-exposures for a longer chain. When the last doubling still adds bits, the sweep's
+  // figure is short of the kind's plateau, and the text says so.
   const auto top = std::max_element(best.begin(), best.end(), [](const Best& a, const Best& b) {
     return a.bits_per_param < b.bits_per_param;
   });
@@ -130,17 +135,32 @@ ExperimentResult Experiment::facts() {
     int64_t steps = 0;
     double bits_per_param = 0;
   };
-  std::vector<More> more;
-  for (const auto& p : points)
-    if (p["kind"] == top->kind && p["facts"] == largest)
-      more.push_back({p["steps"].get<int64_t>(), p["bits_per_param"].get<double>()});
-  for (int times : c_.quick ? std::vector<int>{2} : std::vector<int>{2, 4}) {
-    const int64_t s = times * steps_for(largest);
+  std::vector<More> more = {{top->largest_steps, top->largest_bits_per_param}};
+  std::vector<int64_t> more_steps;  // by default twice and four times what the sweep trained
+  for (const int64_t e : c_.more_exposures) more_steps.push_back(largest * e / batch);
+  if (more_steps.empty())
+    for (int times : c_.quick ? std::vector<int>{2} : std::vector<int>{2, 4})
+      more_steps.push_back(times * top->largest_steps);
+  for (const int64_t s : more_steps) {
+    check_arg(s > more.back().steps,
+              fmt::format("--more-exposures: {} steps at {} facts are not more than the {} already "
+                          "trained; give larger exposures",
+                          s, largest, more.back().steps));
     const auto tr = train_run("facts-tiny", sets_for(top_variant, largest, s),
                               fmt::format("facts/{}-{}-{}steps", top->kind, largest, s));
     more.push_back({s, tr.eval.at("bits_per_param")});
   }
-  const double last_gain = more.back().bits_per_param / more[more.size() - 2].bits_per_param - 1;
+  // The last link of the chain as a gain per doubling of the exposures, so that links of any
+  // ratio compare (none while bits stored are not yet positive); under 3 % is the plateau.
+  const More& last = more.back();
+  const More& before = more[more.size() - 2];
+  std::optional<double> last_gain;
+  if (before.bits_per_param > 0 && last.bits_per_param > 0)
+    last_gain = std::pow(last.bits_per_param / before.bits_per_param,
+                         1.0 / std::log2(static_cast<double>(last.steps) /
+                                         static_cast<double>(before.steps))) -
+                1;
+  const bool at_plateau = last_gain && std::abs(*last_gain) < 0.03;
   json more_json = json::array();
   std::vector<std::vector<std::string>> more_rows;
   for (const auto& m : more) {
@@ -166,19 +186,23 @@ ExperimentResult Experiment::facts() {
                        {"facts", b.facts},
                        {"steps", b.steps},
                        {"bits_per_param", b.bits_per_param}});
-  write_file_atomic(
-      path("facts_sweep.json"),
-      json{{"subjects", subjects},
-           {"relations", relations},
-           {"objects", objects},
-           {"exposures_per_fact", c_.steps > 0 ? json(nullptr) : json(exposures)},
-           {"batch_size", batch},
-           {"points", points},
-           {"plateau", plateau},
-           {"more_training", {{"kind", top->kind}, {"facts", largest}, {"points", more_json}}},
-           {"literature", {{"allen_zhu_li", 2.0}, {"morris_et_al", 3.6}}}}
-              .dump(2) +
-          "\n");
+  write_file_atomic(path("facts_sweep.json"),
+                    json{{"subjects", subjects},
+                         {"relations", relations},
+                         {"objects", objects},
+                         {"exposures_per_fact", c_.steps > 0 ? json(nullptr) : json(exposures)},
+                         {"batch_size", batch},
+                         {"points", points},
+                         {"plateau", plateau},
+                         {"more_training",
+                          {{"kind", top->kind},
+                           {"facts", largest},
+                           {"points", more_json},
+                           {"last_gain_per_doubling", last_gain ? json(*last_gain) : json(nullptr)},
+                           {"plateau", at_plateau}}},
+                         {"literature", {{"allen_zhu_li", 2.0}, {"morris_et_al", 3.6}}}}
+                            .dump(2) +
+                        "\n");
   render_plot(
       path("facts_sweep.png"), data.str(),
       [&](const std::string& f) {
@@ -213,10 +237,14 @@ ExperimentResult Experiment::facts() {
       "exposures, bits stored stop rising, and a kind's sweep stops once twice the facts add "
       "under 5 % to them. At each kind's best point, ranked:\n\n{}\n"
       "More training for `{}`, at {} facts:\n\n{}\n"
-      "The last doubling of the exposures {} bits per parameter by {:.1f} %, so {}.\n\n"
+      "From {:.0f} to {:.0f} exposures bits per parameter went from {:.3f} to {:.3f}{}, so {}.\n\n"
       "![facts](facts_sweep.png)\n",
-      c_.quick ? " --quick" : "", subjects, relations, objects, objects, std::log2(objects), batch,
-      fmt::join(grid, ", "),
+      fmt::format("{}{}{}", c_.quick ? " --quick" : "",
+                  c_.steps > 0 ? fmt::format(" --steps {}", c_.steps) : std::string(),
+                  c_.more_exposures.empty()
+                      ? std::string()
+                      : fmt::format(" --more-exposures {}", fmt::join(c_.more_exposures, ","))),
+      subjects, relations, objects, objects, std::log2(objects), batch, fmt::join(grid, ", "),
       c_.steps > 0 ? fmt::format("{} steps per point", c_.steps)
                    : fmt::format("each fact seen {} times (steps = facts x {} / {})", exposures,
                                  exposures, batch),
@@ -225,13 +253,15 @@ ExperimentResult Experiment::facts() {
                      rows),
       top->kind, largest,
       markdown_table({"steps", "exposures per fact", "bits / param"}, more_rows),
-      last_gain >= 0 ? "raised" : "lowered", 100 * std::abs(last_gain),
-      std::abs(last_gain) < 0.03
+      static_cast<double>(before.steps * batch) / largest,
+      static_cast<double>(last.steps * batch) / largest, before.bits_per_param, last.bits_per_param,
+      last_gain ? fmt::format(" ({:+.1f} % per doubling)", 100 * *last_gain) : std::string(),
+      at_plateau
           ? fmt::format("`{}` is at its plateau: {:.3f} bits per parameter", top->kind,
-                        more.back().bits_per_param)
-          : fmt::format("`{}` is not yet at its plateau: at least {:.3f} bits per parameter, and "
-                        "more with more training",
-                        top->kind, more.back().bits_per_param));
+                        last.bits_per_param)
+          : fmt::format("`{}` is not yet at its plateau: at least {:.3f} bits per parameter, "
+                        "and more with more training (`--more-exposures` trains it longer)",
+                        top->kind, last.bits_per_param));
   return out;
 }
 

@@ -35,6 +35,10 @@ const std::vector<std::string>& experiment_names() {
   return names;
 }
 
+int64_t facts_exposures(bool quick) {
+  return quick ? 64 : 128;
+}
+
 void ExperimentConfig::validate() const {
   const auto& names = experiment_names();
   check_arg(std::find(names.begin(), names.end(), name) != names.end(),
@@ -42,6 +46,18 @@ void ExperimentConfig::validate() const {
   check_arg(!out_dir.empty(), "--out is empty: give a folder for the experiment's files");
   check_arg(steps >= 0 && steps <= 10000000,
             fmt::format("--steps {}: must be in [0, 10000000] (0: the experiment's own)", steps));
+  if (more_exposures.empty()) return;
+  check_arg(name == "facts", fmt::format("--more-exposures: only the facts experiment trains "
+                                         "longer; drop it for '{}'",
+                                         name));
+  const int64_t ranked = facts_exposures(quick);
+  for (size_t i = 0; i < more_exposures.size(); ++i) {
+    const int64_t e = more_exposures[i];
+    check_arg(e > (i == 0 ? ranked : more_exposures[i - 1]) && e <= 1000000,
+              fmt::format("--more-exposures {}: must be ascending, above the ranking's {} and at "
+                          "most 1000000 (e.g. {},{})",
+                          fmt::join(more_exposures, ","), ranked, 2 * ranked, 4 * ranked));
+  }
 }
 
 double fitted_slope(const std::vector<double>& x, const std::vector<double>& y) {

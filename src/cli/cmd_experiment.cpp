@@ -16,6 +16,7 @@ void add_experiment(CLI::App& root, Action& action) {
     std::string name, out;
     bool quick = false, quiet = false;
     int64_t steps = 0;
+    std::vector<int64_t> more_exposures;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand(
@@ -27,6 +28,10 @@ void add_experiment(CLI::App& root, Action& action) {
   cmd->add_flag("--quick", o->quick, "fewer points, seeds and steps (rough numbers)");
   cmd->add_option("--steps", o->steps, "training steps of every run (0: the experiment's own)")
       ->capture_default_str();
+  cmd->add_option("--more-exposures", o->more_exposures,
+                  "facts: exposures per fact at which the best kind is trained again, e.g. "
+                  "256,512,1024 (default: 2x and 4x the ranking's 128; quick: 2x its 64)")
+      ->delimiter(',');
   cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
   cmd->callback([o, &action] {
     ExperimentConfig config;
@@ -35,6 +40,7 @@ void add_experiment(CLI::App& root, Action& action) {
     config.quick = o->quick;
     config.progress = !o->quiet;
     config.steps = o->steps;
+    config.more_exposures = o->more_exposures;
     config.validate();
     check_output_dir("--out", o->out);
     action = [config] {

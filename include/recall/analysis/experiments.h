@@ -32,6 +32,10 @@ struct ExperimentConfig {
   bool quick = false;   // fewer points, seeds and steps: rough numbers in about a minute each
   bool progress = true;
   int64_t steps = 0;  // training steps of every run (0: the experiment's own for quick or not)
+  // facts: the exposures per fact at which the best kind is trained again, at its largest table,
+  // to show whether more training still raises bits per parameter (empty: 2x and 4x the
+  // ranking's exposures; quick: 2x). Ascending, each above the ranking's.
+  std::vector<int64_t> more_exposures;
   // Throws std::invalid_argument naming the value and the accepted names.
   void validate() const;
 };
@@ -45,6 +49,9 @@ struct ExperimentResult {
 };
 
 const std::vector<std::string>& experiment_names();
+
+// The exposures per fact (steps x batch / facts) at which the facts experiment ranks the kinds.
+int64_t facts_exposures(bool quick);
 
 // Runs (or, where its runs exist in out_dir/runs, reuses) one experiment and writes its files.
 ExperimentResult run_experiment(const ExperimentConfig& config);
