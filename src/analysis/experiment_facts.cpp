@@ -169,6 +169,7 @@ ExperimentResult Experiment::facts() {
         {{"steps", m.steps}, {"exposures_per_fact", e}, {"bits_per_param", m.bits_per_param}});
     more_rows.push_back({std::to_string(m.steps), fmt::format("{:.0f}", e),
                          fmt::format("{:.3f}", m.bits_per_param)});
+    data << e << ' ' << m.bits_per_param << '\n';  // the block after the kinds': exposures bpp
   }
   std::vector<std::vector<std::string>> rows;
   auto ranked = best;
@@ -207,7 +208,7 @@ ExperimentResult Experiment::facts() {
       path("facts_sweep.png"), data.str(),
       [&](const std::string& f) {
         std::string gp =
-            "set multiplot layout 1,2\nset grid\nset logscale x 2\nset xlabel 'facts'\n"
+            "set multiplot layout 1,3\nset grid\nset logscale x 2\nset xlabel 'facts'\n"
             "set key top left\nset title 'bits stored'\nset ylabel 'bits'\nplot ";
         for (size_t i = 0; i < variants.size(); ++i)
           gp +=
@@ -219,10 +220,16 @@ ExperimentResult Experiment::facts() {
         for (size_t i = 0; i < variants.size(); ++i)
           gp += fmt::format("'{}' index {} using 1:3 with linespoints pt 7 lc {} notitle, ", f, i,
                             plot_colour(i));
-        gp += "2 dt 2 lc rgb 'black' notitle, 3.6 dt 3 lc rgb 'black' notitle\nunset multiplot\n";
+        gp += "2 dt 2 lc rgb 'black' notitle, 3.6 dt 3 lc rgb 'black' notitle\n";
+        const auto top_index = static_cast<size_t>(&top_variant - variants.data());
+        gp += fmt::format(
+            "set title '{} at {} facts, trained longer'\nset xlabel 'exposures per fact'\n"
+            "plot '{}' index {} using 1:2 with linespoints pt 7 lc {} notitle, 2 dt 2 lc rgb "
+            "'black' notitle, 3.6 dt 3 lc rgb 'black' notitle\nunset multiplot\n",
+            top->kind, largest, f, variants.size(), plot_colour(top_index));
         return gp;
       },
-      1600, 560);
+      2400, 560);
   ExperimentResult out;
   out.title = "Facts to saturation, per feed-forward kind";
   out.json = "facts_sweep.json";
