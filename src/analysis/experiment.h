@@ -67,4 +67,7 @@ struct FfnVariant {
   std::vector<std::string> sets;
 };
 
+// The facts experiment's kinds, each at 12 d^2 feed-forward parameters.
+const std::vector<FfnVariant>& facts_variants();
+
 }  // namespace recall::experiment_detail

@@ -46,10 +46,18 @@ void ExperimentConfig::validate() const {
   check_arg(!out_dir.empty(), "--out is empty: give a folder for the experiment's files");
   check_arg(steps >= 0 && steps <= 10000000,
             fmt::format("--steps {}: must be in [0, 10000000] (0: the experiment's own)", steps));
-  if (more_exposures.empty()) return;
-  check_arg(name == "facts", fmt::format("--more-exposures: only the facts experiment trains "
-                                         "longer; drop it for '{}'",
-                                         name));
+  if (more_exposures.empty() && more_kinds.empty()) return;
+  check_arg(name == "facts",
+            fmt::format("--more-exposures, --more-kinds: only the facts experiment trains longer; "
+                        "drop them for '{}'",
+                        name));
+  std::vector<std::string> kinds;
+  for (const auto& v : experiment_detail::facts_variants()) kinds.push_back(v.name);
+  for (const auto& k : more_kinds)
+    check_arg((k == "all" && more_kinds.size() == 1) ||
+                  std::find(kinds.begin(), kinds.end(), k) != kinds.end(),
+              fmt::format("--more-kinds {}: use 'all' alone or names among {}",
+                          fmt::join(more_kinds, ","), fmt::join(kinds, ", ")));
   const int64_t ranked = facts_exposures(quick);
   for (size_t i = 0; i < more_exposures.size(); ++i) {
     const int64_t e = more_exposures[i];

@@ -17,6 +17,7 @@ void add_experiment(CLI::App& root, Action& action) {
     bool quick = false, quiet = false;
     int64_t steps = 0;
     std::vector<int64_t> more_exposures;
+    std::vector<std::string> more_kinds;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand(
@@ -32,6 +33,10 @@ void add_experiment(CLI::App& root, Action& action) {
                   "facts: exposures per fact at which the best kind is trained again, e.g. "
                   "256,512,1024 (default: 2x and 4x the ranking's 128; quick: 2x its 64)")
       ->delimiter(',');
+  cmd->add_option("--more-kinds", o->more_kinds,
+                  "facts: the kinds trained longer, e.g. glu-silu,mlp-relu, or all (default: the "
+                  "best)")
+      ->delimiter(',');
   cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
   cmd->callback([o, &action] {
     ExperimentConfig config;
@@ -41,6 +46,7 @@ void add_experiment(CLI::App& root, Action& action) {
     config.progress = !o->quiet;
     config.steps = o->steps;
     config.more_exposures = o->more_exposures;
+    config.more_kinds = o->more_kinds;
     config.validate();
     check_output_dir("--out", o->out);
     action = [config] {

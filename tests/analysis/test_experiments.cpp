@@ -130,6 +130,8 @@ TEST(Experiments, RejectsAnUnknownNameOrNoOut) {
        {{"experiment", "scaling"}, "--out"},
        {{"experiment", "lm", "--out", dir / "x", "--more-exposures", "256"},
         "only the facts experiment"},
+       {{"experiment", "facts", "--out", dir / "x", "--more-kinds", "mlp"}, "names among mlp-relu"},
+       {{"experiment", "facts", "--out", dir / "x", "--more-kinds", "all,linear"}, "'all' alone"},
        {{"experiment", "facts", "--out", dir / "x", "--more-exposures", "512,256"},
         "must be ascending"},
        {{"experiment", "facts", "--out", dir / "x", "--quick", "--more-exposures", "64"},
@@ -137,10 +139,10 @@ TEST(Experiments, RejectsAnUnknownNameOrNoOut) {
       dir);
 }
 
-// The facts sweep at a few steps a point, then its best kind trained again at the exposures given:
-// the chain starts at the sweep's own point for that kind and table, and its last link is stated
-// as a gain per doubling of the steps.
-TEST(Experiments, FactsTrainsTheBestKindLongerAtTheGivenExposures) {
+// The facts sweep at a few steps a point, then kinds trained again at the exposures given: each
+// chain starts at the sweep's own point for that kind and table, and its last link is stated as a
+// gain per doubling of the steps.
+TEST(Experiments, FactsTrainsKindsLongerAtTheGivenExposures) {
   test::TempDir dir;
   ExperimentConfig c;
   c.name = "facts";
@@ -149,25 +151,32 @@ TEST(Experiments, FactsTrainsTheBestKindLongerAtTheGivenExposures) {
   c.progress = false;
   c.steps = 256;
   c.more_exposures = {128};  // 4096 facts x 128 / 512 = 1024 steps
+  c.more_kinds = {"linear", "glu-silu"};
   const ExperimentResult r = run_experiment(c);
   const auto j = nlohmann::json::parse(test::read_text(c.out_dir + "/" + r.json));
   const auto& more = j.at("more_training");
-  const auto& points = more.at("points");
-  ASSERT_EQ(points.size(), 2u);
-  EXPECT_EQ(points[0].at("steps"), 256);
-  EXPECT_EQ(points[1].at("steps"), 1024);
-  EXPECT_EQ(points[1].at("exposures_per_fact"), 128.0);
-  EXPECT_EQ(more.at("facts"), 4096);
-  double sweep_bpp = -1;  // the chain's first point is the sweep's own run
-  for (const auto& p : j.at("points"))
-    if (p.at("kind") == more.at("kind") && p.at("facts") == 4096)
-      sweep_bpp = p.at("bits_per_param").get<double>();
-  EXPECT_EQ(points[0].at("bits_per_param").get<double>(), sweep_bpp);
-  const double b0 = points[0].at("bits_per_param"), b1 = points[1].at("bits_per_param");
-  EXPECT_GT(b0, 0.0);
-  EXPECT_GT(b1, b0);  // four times the steps store more
-  EXPECT_NEAR(more.at("last_gain_per_doubling").get<double>(), std::sqrt(b1 / b0) - 1, 1e-12);
-  EXPECT_EQ(more.at("plateau").get<bool>(), false);
+  ASSERT_EQ(more.size(), 2u);
+  // in the ranking's order: glu-silu stores more than the linear map
+  EXPECT_EQ(more[0].at("kind"), "glu-silu");
+  EXPECT_EQ(more[1].at("kind"), "linear");
+  for (const auto& k : more) {
+    const auto& points = k.at("points");
+    ASSERT_EQ(points.size(), 2u);
+    EXPECT_EQ(points[0].at("steps"), 256);
+    EXPECT_EQ(points[1].at("steps"), 1024);
+    EXPECT_EQ(points[1].at("exposures_per_fact"), 128.0);
+    EXPECT_EQ(k.at("facts"), 4096);
+    double sweep_bpp = -1;  // the chain's first point is the sweep's own run
+    for (const auto& p : j.at("points"))
+      if (p.at("kind") == k.at("kind") && p.at("facts") == 4096)
+        sweep_bpp = p.at("bits_per_param").get<double>();
+    EXPECT_EQ(points[0].at("bits_per_param").get<double>(), sweep_bpp);
+    const double b0 = points[0].at("bits_per_param"), b1 = points[1].at("bits_per_param");
+    EXPECT_GT(b0, 0.0);
+    EXPECT_GT(b1, b0);  // four times the steps store more
+    EXPECT_NEAR(k.at("last_gain_per_doubling").get<double>(), std::sqrt(b1 / b0) - 1, 1e-12);
+    EXPECT_EQ(k.at("plateau").get<bool>(), false);
+  }
 }
 
 }  // namespace

@@ -91,10 +91,11 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   for (const auto& p : sweep["points"]) EXPECT_EQ(p["params"], sweep["points"][0]["params"]) << p;
   EXPECT_GT(sweep["plateau"][0]["bits_per_param"].get<double>(), 0.1);
   // quick: the best kind at the largest table, then with twice the exposures
-  const auto& more = sweep["more_training"]["points"];
+  ASSERT_EQ(sweep["more_training"].size(), 1u);
+  const auto& more = sweep["more_training"][0]["points"];
   ASSERT_EQ(more.size(), 2u);
   EXPECT_EQ(more[1]["steps"].get<int64_t>(), 2 * more[0]["steps"].get<int64_t>());
-  EXPECT_EQ(sweep["more_training"]["kind"], sweep["plateau"][0]["kind"]);
+  EXPECT_EQ(sweep["more_training"][0]["kind"], sweep["plateau"][0]["kind"]);
   const auto lm = nlohmann::json::parse(test::read_text(dir / "rep/lm.json"));
   ASSERT_EQ(lm["runs"].size(), 4u);
   for (const auto& r : lm["runs"]) {

@@ -32,10 +32,12 @@ struct ExperimentConfig {
   bool quick = false;   // fewer points, seeds and steps: rough numbers in about a minute each
   bool progress = true;
   int64_t steps = 0;  // training steps of every run (0: the experiment's own for quick or not)
-  // facts: the exposures per fact at which the best kind is trained again, at its largest table,
-  // to show whether more training still raises bits per parameter (empty: 2x and 4x the
-  // ranking's exposures; quick: 2x). Ascending, each above the ranking's.
+  // facts: the exposures per fact at which the kinds of more_kinds are trained again, each at its
+  // largest table, to show whether more training still raises bits per parameter (empty: 2x and
+  // 4x the ranking's exposures; quick: 2x). Ascending, each above the ranking's.
   std::vector<int64_t> more_exposures;
+  // facts: the kinds trained longer (their names, or "all"; empty: the best kind).
+  std::vector<std::string> more_kinds;
   // Throws std::invalid_argument naming the value and the accepted names.
   void validate() const;
 };
