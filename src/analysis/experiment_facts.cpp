@@ -75,6 +75,7 @@ ExperimentResult Experiment::facts() {
   std::ostringstream data;  // one block per kind: facts bits_stored bits_per_param
   struct Best {
     std::string kind;
+    size_t variant = 0;  // its index in variants
     int64_t params = 0, facts = 0, steps = 0;
     double bits_per_param = -1e9, accuracy = 0;
     int64_t largest = 0, largest_steps = 0;  // the largest table trained, where training longer
@@ -82,9 +83,11 @@ ExperimentResult Experiment::facts() {
     std::string stored;                      // bits stored at each number of facts
   };
   std::vector<Best> best;
-  for (const auto& v : variants) {
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const FfnVariant& v = variants[i];
     Best b;
     b.kind = v.name;
+    b.variant = i;
     double last_bits = 0;
     for (int64_t n : grid) {
       const int64_t steps = steps_for(n);
@@ -136,13 +139,14 @@ ExperimentResult Experiment::facts() {
   std::stable_sort(ranked.begin(), ranked.end(), [](const Best& a, const Best& b) {
     return a.bits_per_param > b.bits_per_param;
   });
+  const auto& mk = c_.more_kinds;
+  auto trained_longer = [&](const std::string& kind) {
+    if (mk.empty()) return kind == ranked.front().kind;
+    return mk.front() == "all" || std::find(mk.begin(), mk.end(), kind) != mk.end();
+  };
   std::vector<const Best*> longer;
   for (const auto& b : ranked)
-    if ((c_.more_kinds.empty() && longer.empty()) ||
-        (!c_.more_kinds.empty() &&
-         (c_.more_kinds.front() == "all" ||
-          std::find(c_.more_kinds.begin(), c_.more_kinds.end(), b.kind) != c_.more_kinds.end())))
-      longer.push_back(&b);
+    if (trained_longer(b.kind)) longer.push_back(&b);
   struct More {
     int64_t steps = 0;
     double bits_per_param = 0;
@@ -152,8 +156,6 @@ ExperimentResult Experiment::facts() {
   std::vector<std::string> plateau_of, short_of;  // the text's verdicts
   for (const Best* k : longer) {
     const int64_t largest = k->largest;
-    const auto& variant = *std::find_if(variants.begin(), variants.end(),
-                                        [&](const FfnVariant& v) { return v.name == k->kind; });
     std::vector<More> more = {{k->largest_steps, k->largest_bits_per_param}};
     std::vector<int64_t> more_steps;
     for (const int64_t e : c_.more_exposures) more_steps.push_back(largest * e / batch);
@@ -165,7 +167,7 @@ ExperimentResult Experiment::facts() {
                 fmt::format("--more-exposures: {} steps at {} facts are not more than the {} "
                             "already trained; give larger exposures",
                             s, largest, more.back().steps));
-      const auto tr = train_run("facts-tiny", sets_for(variant, largest, s),
+      const auto tr = train_run("facts-tiny", sets_for(variants[k->variant], largest, s),
                                 fmt::format("facts/{}-{}-{}steps", k->kind, largest, s));
       more.push_back({s, tr.eval.at("bits_per_param")});
     }
@@ -251,17 +253,12 @@ ExperimentResult Experiment::facts() {
           gp += fmt::format("'{}' index {} using 1:3 with linespoints pt 7 lc {} notitle, ", f, i,
                             plot_colour(i));
         gp += "2 dt 2 lc rgb 'black' notitle, 3.6 dt 3 lc rgb 'black' notitle\n";
-        gp += fmt::format(
+        gp +=
             "set title 'trained longer, at the largest table'\nset xlabel 'exposures per fact'\n"
-            "set key top left\nplot ");
-        for (size_t j = 0; j < longer.size(); ++j) {
-          const auto i = static_cast<size_t>(
-              std::find_if(variants.begin(), variants.end(),
-                           [&](const FfnVariant& v) { return v.name == longer[j]->kind; }) -
-              variants.begin());
+            "set key top left\nplot ";
+        for (size_t j = 0; j < longer.size(); ++j)
           gp += fmt::format("'{}' index {} using 1:2 with linespoints pt 7 lc {} title '{}', ", f,
-                            variants.size() + j, plot_colour(i), longer[j]->kind);
-        }
+                            variants.size() + j, plot_colour(longer[j]->variant), longer[j]->kind);
         gp += "2 dt 2 lc rgb 'black' notitle, 3.6 dt 3 lc rgb 'black' notitle\nunset multiplot\n";
         return gp;
       },
