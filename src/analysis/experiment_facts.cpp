@@ -202,15 +202,15 @@ ExperimentResult Experiment::facts() {
         .push_back(fmt::format("`{}` {}{:.3f}", k->kind, at_plateau ? "" : "at least ",
                                last.bits_per_param));
   }
-  std::string verdict;
+  std::vector<std::string> verdict;
   if (!plateau_of.empty())
-    verdict +=
-        fmt::format("At the plateau (under 3 % per doubling): {}. ", fmt::join(plateau_of, ", "));
+    verdict.push_back(
+        fmt::format("At the plateau (under 3 % per doubling): {}.", fmt::join(plateau_of, ", ")));
   if (!short_of.empty())
-    verdict += fmt::format(
+    verdict.push_back(fmt::format(
         "Not yet at the plateau, more training stores more (`--more-exposures` trains longer): "
         "{}.",
-        fmt::join(short_of, ", "));
+        fmt::join(short_of, ", ")));
   std::vector<std::vector<std::string>> rows;
   for (const auto& b : ranked)
     rows.push_back({"`" + b.kind + "`", std::to_string(b.params), std::to_string(b.facts),
@@ -276,8 +276,10 @@ ExperimentResult Experiment::facts() {
       "capacity a table is stored whole (bits stored = facts x log2 objects); past it, at equal "
       "exposures, bits stored stop rising, and a kind's sweep stops once twice the facts add "
       "under 5 % to them. At each kind's best point, ranked:\n\n{}\n"
-      "Trained longer, at the largest table (exposures per fact: bits per parameter; the last "
-      "link's gain per doubling of the exposures):\n\n{}\n{}\n\n"
+      "This ranks the kinds at equal and short training: a kind that learns slowly ranks lower "
+      "here than at its plateau (`--more-kinds all` trains every kind longer). Trained longer, at "
+      "the largest table (exposures per fact: bits per parameter; the last link's gain per "
+      "doubling of the exposures):\n\n{}\n{}\n\n"
       "![facts](facts_sweep.png)\n",
       fmt::format("{}{}{}{}", c_.quick ? " --quick" : "",
                   c_.steps > 0 ? fmt::format(" --steps {}", c_.steps) : std::string(),
@@ -296,7 +298,7 @@ ExperimentResult Experiment::facts() {
                      rows),
       markdown_table({"ffn", "facts", "exposures: bits / param", "last gain", "plateau"},
                      more_rows),
-      verdict);
+      fmt::join(verdict, " "));
   return out;
 }
 
