@@ -30,7 +30,7 @@ void add_experiment(CLI::App& root, Action& action) {
   cmd->add_option("--steps", o->steps, "training steps of every run (0: the experiment's own)")
       ->capture_default_str();
   cmd->add_option("--more-exposures", o->more_exposures,
-                  "facts: exposures per fact at which the best kind is trained again, e.g. "
+                  "facts: exposures per fact at which --more-kinds are trained again, e.g. "
                   "256,512,1024 (default: 2x and 4x the ranking's 128; quick: 2x its 64)")
       ->delimiter(',');
   cmd->add_option("--more-kinds", o->more_kinds,
