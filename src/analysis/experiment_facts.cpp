@@ -132,9 +132,8 @@ ExperimentResult Experiment::facts() {
   // More training, at the largest table each kind was trained on (where the table is not what
   // limits bits stored): the best kind (--more-kinds: others, or all), by default at twice and
   // four times the exposures (quick: twice), --more-exposures for a longer chain. The last link of
-  // a chain, as a gain per doubling of the exposures so that links of any ratio compare, under
-  // 3 % is the kind's plateau; above it the sweep's figure is short of the plateau, and the text
-  // says so. (No gain while bits stored are not yet positive.)
+  // a chain, as a gain per doubling, under 3 % is the kind's plateau; above it the sweep's figure
+  // is short of the plateau, and the text says so.
   auto ranked = best;
   std::stable_sort(ranked.begin(), ranked.end(), [](const Best& a, const Best& b) {
     return a.bits_per_param > b.bits_per_param;
@@ -147,6 +146,21 @@ ExperimentResult Experiment::facts() {
   std::vector<const Best*> longer;
   for (const auto& b : ranked)
     if (trained_longer(b.kind)) longer.push_back(&b);
+  // Every chain's steps, checked before any of them trains: with --steps fixed, an exposure can
+  // mean fewer steps than the sweep's own run.
+  std::vector<std::vector<int64_t>> chain_steps;
+  for (const Best* k : longer) {
+    std::vector<int64_t> steps;
+    for (const int64_t e : c_.more_exposures) steps.push_back(k->largest * e / batch);
+    if (steps.empty())
+      for (int times : c_.quick ? std::vector<int>{2} : std::vector<int>{2, 4})
+        steps.push_back(times * k->largest_steps);
+    check_arg(steps.front() > k->largest_steps,
+              fmt::format("--more-exposures: {} steps at {} facts are not more than the {} "
+                          "already trained; give larger exposures",
+                          steps.front(), k->largest, k->largest_steps));
+    chain_steps.push_back(steps);
+  }
   struct More {
     int64_t steps = 0;
     double bits_per_param = 0;
@@ -154,31 +168,19 @@ ExperimentResult Experiment::facts() {
   json more_json = json::array();
   std::vector<std::vector<std::string>> more_rows;
   std::vector<std::string> plateau_of, short_of;  // the text's verdicts
-  for (const Best* k : longer) {
+  for (size_t j = 0; j < longer.size(); ++j) {
+    const Best* k = longer[j];
     const int64_t largest = k->largest;
     std::vector<More> more = {{k->largest_steps, k->largest_bits_per_param}};
-    std::vector<int64_t> more_steps;
-    for (const int64_t e : c_.more_exposures) more_steps.push_back(largest * e / batch);
-    if (more_steps.empty())
-      for (int times : c_.quick ? std::vector<int>{2} : std::vector<int>{2, 4})
-        more_steps.push_back(times * k->largest_steps);
-    for (const int64_t s : more_steps) {
-      check_arg(s > more.back().steps,
-                fmt::format("--more-exposures: {} steps at {} facts are not more than the {} "
-                            "already trained; give larger exposures",
-                            s, largest, more.back().steps));
+    for (const int64_t s : chain_steps[j]) {
       const auto tr = train_run("facts-tiny", sets_for(variants[k->variant], largest, s),
                                 fmt::format("facts/{}-{}-{}steps", k->kind, largest, s));
       more.push_back({s, tr.eval.at("bits_per_param")});
     }
     const More& last = more.back();
     const More& before = more[more.size() - 2];
-    std::optional<double> gain;
-    if (before.bits_per_param > 0 && last.bits_per_param > 0)
-      gain = std::pow(last.bits_per_param / before.bits_per_param,
-                      1.0 / std::log2(static_cast<double>(last.steps) /
-                                      static_cast<double>(before.steps))) -
-             1;
+    const std::optional<double> gain =
+        gain_per_doubling(before.steps, before.bits_per_param, last.steps, last.bits_per_param);
     const bool at_plateau = gain && std::abs(*gain) < 0.03;
     json chain = json::array();
     std::string cells;

@@ -68,6 +68,11 @@ void ExperimentConfig::validate() const {
   }
 }
 
+std::optional<double> gain_per_doubling(double x0, double y0, double x1, double y1) {
+  if (!(y0 > 0 && y1 > 0 && x0 > 0 && x1 > x0)) return std::nullopt;
+  return std::pow(y1 / y0, 1.0 / std::log2(x1 / x0)) - 1;
+}
+
 double fitted_slope(const std::vector<double>& x, const std::vector<double>& y) {
   check_arg(x.size() == y.size() && x.size() >= 2, "fitted_slope: needs two or more points");
   const double n = static_cast<double>(x.size());

@@ -62,6 +62,11 @@ ExperimentResult run_experiment(const ExperimentConfig& config);
 // distinct x.
 double fitted_slope(const std::vector<double>& x, const std::vector<double>& y);
 
+// The gain of y from x0 to x1 as a gain per doubling of x, (y1 / y0)^(1 / log2(x1 / x0)) - 1, so
+// that steps of any ratio compare (the facts experiment's plateau test: bits per parameter against
+// training steps). nullopt unless y0, y1 > 0 and x1 > x0 > 0.
+std::optional<double> gain_per_doubling(double x0, double y0, double x1, double y1);
+
 // The gradient of a loss with respect to the logits z of w = softmax(z) (last dimension), from its
 // gradient g with respect to w: w (g - sum_s w_s g_s). Same shape as w.
 torch::Tensor softmax_logit_grad(const torch::Tensor& w, const torch::Tensor& g);
