@@ -83,6 +83,7 @@ inline Proc spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
   Proc p{-1, dir / (tag + "stdout.txt"), dir / (tag + "stderr.txt")};
   p.pid = ::fork();
   if (p.pid == 0) {
+    ::setpgid(0, 0);  // its own group, as a shell starts a job: kill(-pid) is a terminal's Ctrl-C
     const int out = ::open(p.out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err = ::open(p.err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);

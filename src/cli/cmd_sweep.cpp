@@ -199,8 +199,12 @@ pid_t spawn_run(const std::vector<std::string>& argv, const fs::path& dir) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  reset_signals_on_spawn(attr);
   pid_t pid = 0;
-  const int err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int err = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0)
     throw std::runtime_error(fmt::format("cannot start {}: {}", args[0], std::strerror(err)));

@@ -12,6 +12,7 @@
 #include "recall/core/blas.h"
 #include "recall/core/error.h"
 #include "recall/core/kernels.h"
+#include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/train/distributed.h"
 
@@ -39,6 +40,7 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
   recall::keep_freed_memory();
+  recall::start_signal_thread();  // before any other thread: none of them ever takes a signal
   CLI::App app{"recall: transformer layers as associative memory stores"};
   int threads = 0;
   recall::cli::Action action;

@@ -1,14 +1,19 @@
 #include "recall/core/plot.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
+#include "recall/core/signals.h"
 
 namespace recall {
 
@@ -29,6 +34,32 @@ struct TempDir {
     fs::remove_all(path, ec);
   }
 };
+
+// gnuplot `script`, its stderr to `err`; its exit status (-1 when it could not start, with the
+// reason in `err`). Started with the signals a shell would give it: recall blocks SIGINT and
+// SIGTERM in every thread (recall/core/signals.h), and a child would inherit that.
+int run_gnuplot(const fs::path& script, const fs::path& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  reset_signals_on_spawn(attr);
+  std::string name = "gnuplot", arg = script.string();
+  char* argv[] = {name.data(), arg.data(), nullptr};
+  pid_t pid = 0;
+  const int failed = posix_spawnp(&pid, "gnuplot", &actions, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (failed) {
+    std::ofstream(err) << "cannot start gnuplot: " << std::strerror(failed) << "\n";
+    return -1;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 }  // namespace
 
@@ -67,9 +98,7 @@ void render_plot(const std::string& path, const std::string& data,
   std::ofstream(tmp.path / "plot.gp")
       << fmt::format("set terminal {} noenhanced\nset output '{}'\n{}", terminal, partial.string(),
                      script(data_file.string()));
-  const std::string cmd = fmt::format("gnuplot '{}' 2>'{}'", (tmp.path / "plot.gp").string(),
-                                      (tmp.path / "err.txt").string());
-  if (std::system(cmd.c_str()) != 0) {
+  if (run_gnuplot(tmp.path / "plot.gp", tmp.path / "err.txt") != 0) {
     std::error_code ec;
     fs::remove(partial, ec);
     std::ifstream err(tmp.path / "err.txt");

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <torch/version.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "recall/core/error.h"
+#include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/train/data_parallel.h"
 
@@ -336,11 +338,6 @@ double DataParallelGroup::backward(Transformer& model, const Batch& global, int 
 
 namespace {
 
-volatile std::sig_atomic_t forwarded_signal = 0;
-void record_signal(int sig) {
-  forwarded_signal = sig;
-}
-
 // This process's command line, as it was started.
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -402,13 +399,11 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
     args.push_back(own[i]);
   }
   const int port = free_port();
-  struct sigaction sa {};
-  sa.sa_handler = record_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  // Every SIGINT and SIGTERM is passed on to the ranks: the first stops them after a checkpoint,
+  // a second ends them at once. The ranks lead their own process group, so a terminal's Ctrl-C
+  // (sent to the foreground group) reaches them once, through here, not twice.
+  ReceivedSignals forwarded = forward_signals();
+  const pid_t launcher = ::getpid();
   std::fflush(stdout);
   std::fflush(stderr);
 
@@ -417,8 +412,10 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("--nproc: fork failed");
     if (pid == 0) {
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
+      reset_signals_in_child();
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a launcher killed outright still stops its ranks
+      if (::getppid() != launcher) std::_Exit(128 + SIGTERM);  // it died before the line above
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -438,7 +435,6 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
   std::vector<bool> done(pids.size(), false);
   size_t running = pids.size();
   int first_failure = 0;
-  int forwarded = 0;
   std::chrono::steady_clock::time_point deadline{};
   while (running > 0) {
     bool reaped = false;
@@ -459,10 +455,10 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
         deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(10);
       }
     }
-    if (const int sig = forwarded_signal; sig != 0 && sig != forwarded) {
-      forwarded = sig;
+    if (const ReceivedSignals now = received_signals(); now.count != forwarded.count) {
+      forwarded = now;  // two within one poll are passed on as one, as a pending signal merges
       for (size_t r = 0; r < pids.size(); ++r)
-        if (!done[r]) ::kill(pids[r], sig);
+        if (!done[r]) ::kill(pids[r], now.last);
     }
     if (first_failure != 0 && running > 0 && std::chrono::steady_clock::now() > deadline) {
       for (size_t r = 0; r < pids.size(); ++r)
@@ -470,8 +466,7 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
     }
     if (!reaped && running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  default_signals();
   return first_failure;
 }
 
