@@ -429,6 +429,7 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
       std::fprintf(stderr, "error: --nproc: cannot start %s\n", args[0].c_str());
       std::_Exit(127);
     }
+    ::setpgid(pid, pid);  // here too, as shells do: the rank is moved once either call has run
     pids.push_back(pid);
   }
 

@@ -4,8 +4,8 @@
 // Ctrl-C does elsewhere.
 //
 // Neither signal is ever delivered to a thread that computes. oneDNN's JIT sgemm, which the fast
-// GEMMs call, points the stack pointer into a heap buffer while it runs (fixed upstream in oneDNN
-// 3.11.1; LibTorch 1.13 and 2.x carry older ones), so the kernel pushes a signal frame that
+// GEMMs call, points the stack pointer into a heap buffer while it runs (fixed in oneDNN 3.11.1;
+// Debian's LibTorch 1.13 carries an older one), so the kernel pushes the frame of a signal that
 // interrupts it onto the heap: glibc then aborted about 1 training run in 8 stopped by SIGTERM.
 // start_signal_thread(), first thing in main, blocks both signals in the calling thread, which
 // every thread started afterwards inherits, and receives them on one thread of its own (sigwait),
