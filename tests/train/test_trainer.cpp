@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "recall/core/error.h"
 #include "recall/train/checkpoint.h"
@@ -148,13 +149,14 @@ std::vector<std::string> threads_taking(pid_t pid, int sig) {
   const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
   for (const auto& task : std::filesystem::directory_iterator(tasks)) {
     std::ifstream status(task.path() / "status");
-    bool blocked = false;
+    std::optional<bool> blocked;  // none when the thread ended since the folder was listed
     for (std::string line; std::getline(status, line);)
       if (line.rfind("SigBlk:", 0) == 0)
         blocked = (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
     int64_t call = -1;
     std::ifstream(task.path() / "syscall") >> call;
-    if (!blocked && call != SYS_rt_sigtimedwait) taking.push_back(task.path().filename().string());
+    if (blocked == false && call != SYS_rt_sigtimedwait)
+      taking.push_back(task.path().filename().string());
   }
   return taking;
 }
