@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 
@@ -17,16 +18,20 @@ std::atomic<int> g_mode{kDefault};
 std::atomic<int> g_stop{0};   // the first signal under kStop
 std::atomic<int> g_count{0};  // every signal received
 std::atomic<int> g_last{0};
+std::atomic<int> g_pauses{0}, g_resumes{0};  // SIGTSTP and SIGCONT received under kForward
 // Whether the process started with the signal ignored (as `cmd &` in a script starts it): then,
 // by default, it stays ignored.
 bool g_ignored_int = false, g_ignored_term = false;
 
-sigset_t stop_set() {
+sigset_t signal_set(std::initializer_list<int> signals) {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  for (int sig : signals) sigaddset(&set, sig);
   return set;
+}
+
+sigset_t stop_set() {
+  return signal_set({SIGINT, SIGTERM});
 }
 
 // The signal's default action, as if it had never been blocked: the process ends by it.
@@ -35,19 +40,33 @@ sigset_t stop_set() {
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
-  sigset_t one;
-  sigemptyset(&one);
-  sigaddset(&one, sig);
+  const sigset_t one = signal_set({sig});
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
   raise(sig);  // sent to this thread, which no longer blocks it: delivered before raise returns
   std::_Exit(128 + sig);
 }
 
+// Ctrl-Z and fg: a launcher receives them here to pass them on (forward_signals() blocks them in
+// its main thread). Any other process blocks them in this thread alone, so they take their default
+// actions on the others, or here, where they are done by hand.
+sigset_t job_control_set() {
+  return signal_set({SIGTSTP, SIGCONT});
+}
+
 void receive() {
-  const sigset_t set = stop_set();
+  const sigset_t job = job_control_set();
+  pthread_sigmask(SIG_BLOCK, &job, nullptr);
+  const sigset_t set = signal_set({SIGINT, SIGTERM, SIGTSTP, SIGCONT});
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGTSTP || sig == SIGCONT) {
+      if (g_mode.load() == kForward)
+        ++(sig == SIGTSTP ? g_pauses : g_resumes);  // the launcher stops itself after the ranks
+      else if (sig == SIGTSTP)
+        raise(SIGSTOP);  // SIGTSTP's default action: the whole process stops
+      continue;          // SIGCONT has continued the process already, whatever its mask
+    }
     g_last = sig;  // before the count: a reader that sees the new count sees this signal
     ++g_count;
     const int mode = g_mode.load();
@@ -92,29 +111,35 @@ ReceivedSignals received_signals() {
   ReceivedSignals r;
   r.count = g_count.load();
   r.last = g_last.load();
+  r.pauses = g_pauses.load();
+  r.resumes = g_resumes.load();
   return r;
 }
 
 ReceivedSignals forward_signals() {
   start_signal_thread();
+  const sigset_t job = job_control_set();  // Ctrl-Z reaches the signal thread, not this one
+  pthread_sigmask(SIG_BLOCK, &job, nullptr);
   g_mode = kForward;
   return received_signals();
 }
 
 void default_signals() {
   g_mode = kDefault;
+  const sigset_t job = job_control_set();
+  pthread_sigmask(SIG_UNBLOCK, &job, nullptr);
 }
 
 void reset_signals_in_child() {
-  const sigset_t set = stop_set();
+  const sigset_t set = stop_set(), job = job_control_set();
   sigprocmask(SIG_UNBLOCK, &set, nullptr);  // dispositions were never changed: exec resets them
+  sigprocmask(SIG_UNBLOCK, &job, nullptr);
 }
 
 void reset_signals_on_spawn(posix_spawnattr_t& attr) {
   sigset_t mask;
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
-  sigdelset(&mask, SIGINT);
-  sigdelset(&mask, SIGTERM);
+  for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigdelset(&mask, sig);
   posix_spawnattr_setsigmask(&attr, &mask);
   short flags = 0;
   posix_spawnattr_getflags(&attr, &flags);

@@ -401,7 +401,8 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
   const int port = free_port();
   // Every SIGINT and SIGTERM is passed on to the ranks: the first stops them after a checkpoint,
   // a second ends them at once. The ranks lead their own process group, so a terminal's Ctrl-C
-  // (sent to the foreground group) reaches them once, through here, not twice.
+  // (sent to the foreground group) reaches them once, through here, not twice; Ctrl-Z and fg are
+  // passed on too.
   ReceivedSignals forwarded = forward_signals();
   const pid_t launcher = ::getpid();
   std::fflush(stdout);
@@ -436,6 +437,7 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
   std::vector<bool> done(pids.size(), false);
   size_t running = pids.size();
   int first_failure = 0;
+  int passed_on = 0;  // the last SIGINT or SIGTERM passed on to the ranks
   std::chrono::steady_clock::time_point deadline{};
   while (running > 0) {
     bool reaped = false;
@@ -449,18 +451,27 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
       const int code = exit_code(status);
       if (code != 0 && first_failure == 0) {
         first_failure = code;
-        std::fprintf(stderr,
-                     "error: --nproc: rank %zu exited with code %d; waiting up to %.0f s "
-                     "for the other ranks\n",
-                     r, code, timeout.count() / 1000.0 + 10);
         deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(10);
+        if (passed_on == 0 || code != 128 + passed_on)  // not a rank stopped as it was asked
+          std::fprintf(stderr,
+                       "error: --nproc: rank %zu exited with code %d; waiting up to %.0f s "
+                       "for the other ranks\n",
+                       r, code, timeout.count() / 1000.0 + 10);
       }
     }
-    if (const ReceivedSignals now = received_signals(); now.count != forwarded.count) {
-      forwarded = now;  // two within one poll are passed on as one, as a pending signal merges
+    const ReceivedSignals now = received_signals();
+    auto pass_on = [&](int sig) {
       for (size_t r = 0; r < pids.size(); ++r)
-        if (!done[r]) ::kill(pids[r], now.last);
+        if (!done[r]) ::kill(pids[r], sig);
+    };
+    // two of a kind within one poll are passed on as one, as a pending signal merges
+    if (now.count != forwarded.count) pass_on(passed_on = now.last);
+    if (now.pauses != forwarded.pauses) {  // Ctrl-Z: the ranks, then the launcher, stop
+      pass_on(SIGTSTP);
+      ::kill(::getpid(), SIGSTOP);
     }
+    if (now.resumes != forwarded.resumes) pass_on(SIGCONT);  // fg or bg: the launcher runs again
+    forwarded = now;
     if (first_failure != 0 && running > 0 && std::chrono::steady_clock::now() > deadline) {
       for (size_t r = 0; r < pids.size(); ++r)
         if (!done[r]) ::kill(pids[r], SIGKILL);

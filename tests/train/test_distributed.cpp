@@ -8,6 +8,8 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "recall/core/error.h"
@@ -199,6 +201,36 @@ int wait_for(const test::Proc& p, std::chrono::seconds limit) {
   }
 }
 
+// The states (/proc/PID/stat: R running, S sleeping, T stopped, ...) of process `pid` and its
+// children, the process first.
+std::string process_states(pid_t pid) {
+  auto state = [](const std::string& id) {
+    std::ifstream stat("/proc/" + id + "/stat");
+    const std::string all((std::istreambuf_iterator<char>(stat)), {});
+    const auto paren = all.rfind(')');  // the name before it may hold spaces
+    return paren == std::string::npos || paren + 2 >= all.size() ? '?' : all[paren + 2];
+  };
+  const std::string id = std::to_string(pid);
+  std::string states(1, state(id));
+  std::ifstream children("/proc/" + id + "/task/" + id + "/children");
+  for (std::string child; children >> child;) states += state(child);
+  return states;
+}
+
+// Polls process_states(pid) until all of them are stopped (T), or none is; at most 10 s.
+std::string wait_for_stopped(pid_t pid, bool stopped) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string states;
+  do {
+    states = process_states(pid);
+    if (stopped ? states.find_first_not_of('T') == std::string::npos
+                : states.find('T') == std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return states;
+}
+
 void wait_for_file(const std::string& path) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline)
@@ -247,10 +279,18 @@ TEST(DistributedRun, TwoProcessesFollowOneAndResumeExactly) {
                                           "--nproc", "2"};
   test::Proc p = test::spawn_cli(train_args(cfg, dir / "stopped", long_run), dir, {}, "stopped_");
   wait_for_file(dir / "stopped/checkpoint.bin");
-  ::kill(-p.pid, SIGINT);  // Ctrl-C: the launcher's group, which the ranks are not in
+  // Ctrl-Z and fg (SIGTSTP, SIGCONT to the launcher's group, which the ranks are not in): the
+  // launcher passes each on, so the ranks pause and go on with it.
+  ::kill(-p.pid, SIGTSTP);
+  EXPECT_EQ(wait_for_stopped(p.pid, true), "TTT");
+  ::kill(-p.pid, SIGCONT);
+  const std::string going_on = wait_for_stopped(p.pid, false);
+  EXPECT_EQ(going_on.find('T'), std::string::npos) << going_on;
+  ::kill(-p.pid, SIGINT);  // Ctrl-C: passed on once, so the ranks stop after a checkpoint
   EXPECT_EQ(test::wait_cli(p), 130) << test::read_text(p.err_file);
-  EXPECT_NE(test::read_text(p.err_file).find("stopped by signal 2 after step"), std::string::npos)
-      << test::read_text(p.err_file);
+  const std::string err = test::read_text(p.err_file);
+  EXPECT_NE(err.find("stopped by signal 2 after step"), std::string::npos) << err;
+  EXPECT_EQ(err.find("error:"), std::string::npos) << err;  // a rank stopped as asked
   const int64_t at = load_checkpoint(dir / "stopped").step;
   EXPECT_GT(at, 0);
   auto resume = train_args(cfg, dir / "stopped", long_run);

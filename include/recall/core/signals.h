@@ -31,18 +31,21 @@ void install_stop_signals();
 int stop_signal();
 
 // For a launcher of other processes: from now on every SIGINT or SIGTERM is counted, none ends the
-// process; the launcher passes each on. Returns how many arrived before, to compare with later.
+// process; the launcher passes each on. So are SIGTSTP (Ctrl-Z), after which the launcher stops
+// itself, and SIGCONT. Returns how many arrived before, to compare with later. Call it from the
+// thread that launches.
 struct ReceivedSignals {
-  int count = 0;  // since the process started
-  int last = 0;   // the latest signal's number
+  int count = 0;                // SIGINT and SIGTERM since the process started
+  int last = 0;                 // the latest one's number
+  int pauses = 0, resumes = 0;  // SIGTSTP and SIGCONT since forward_signals()
 };
 ReceivedSignals forward_signals();
 ReceivedSignals received_signals();
 // Back to the default: a signal ends the process.
 void default_signals();
 
-// In a child between fork and exec (async-signal-safe): SIGINT and SIGTERM unblocked and at their
-// default action, as a program started from a shell has them.
+// In a child between fork and exec (async-signal-safe): SIGINT, SIGTERM, SIGTSTP and SIGCONT
+// unblocked and at their default action, as a program started from a shell has them.
 void reset_signals_in_child();
 // The same for posix_spawn: `attr` (initialised by the caller) gives the child that signal state.
 void reset_signals_on_spawn(posix_spawnattr_t& attr);
