@@ -54,6 +54,7 @@ sigset_t job_control_set() {
 }
 
 void receive() {
+  pthread_setname_np(pthread_self(), kSignalThreadName);
   const sigset_t job = job_control_set();
   pthread_sigmask(SIG_BLOCK, &job, nullptr);
   const sigset_t set = signal_set({SIGINT, SIGTERM, SIGTSTP, SIGCONT});

@@ -23,6 +23,8 @@ namespace recall {
 // nothing. Until install_stop_signals() or forward_signals(), a signal ends the process by its
 // default action, as if nothing caught it.
 void start_signal_thread();
+// That thread's name (/proc/PID/task/TID/comm, gdb's thread list).
+inline constexpr const char* kSignalThreadName = "recall-signals";
 
 // From now on the first SIGINT or SIGTERM is recorded (stop_signal()) and a second ends the
 // process. Starts the signal thread if main did not.
