@@ -1,8 +1,9 @@
 // recall sweep: one training run per point of a grid of config values (and seeds), each a
 // `recall train` of its own in OUT/<point>, up to --jobs at a time. Rerunning the same command
 // resumes: finished runs are kept, interrupted ones continue from their checkpoint (train
-// --resume), the rest start. SIGINT/SIGTERM reach every running run, which checkpoints and stops;
-// the sweep then exits with 128 + the signal. OUT/summary.csv and OUT/summary.json hold, per run,
+// --resume), the rest start. SIGINT/SIGTERM reach every running run, which checkpoints and stops
+// (a second ends the runs at once; Ctrl-Z and fg reach them too); the sweep then exits with 128 +
+// the signal. OUT/summary.csv and OUT/summary.json hold, per run,
 // the point's keys, its status, final training loss, last evaluation and tokens/s.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -280,7 +281,7 @@ int run_sweep(const Args& args) {
                points.size(), args.out, points.size() - todo.size(), jobs, threads,
                threads == 1 ? "" : "s");
 
-  install_stop_signals();
+  SignalRelay signals;  // the runs lead their own process groups: signals reach them from here
   std::map<pid_t, size_t> running;
   std::map<size_t, std::chrono::steady_clock::time_point> started;
   size_t next = 0;
@@ -335,9 +336,10 @@ int run_sweep(const Args& args) {
       }
       continue;
     }
-    if (!stopping && stop_signal()) {
-      stopping = stop_signal();
-      for (const auto& [child, i] : running) ::kill(child, stopping);
+    std::vector<pid_t> children;
+    for (const auto& [child, i] : running) children.push_back(child);
+    if (const int sig = signals.relay(children); sig && !stopping) {
+      stopping = sig;
       if (!quiet())
         fmt::print(stderr, "sweep: signal {}: stopping {} run{} after a checkpoint\n", stopping,
                    running.size(), running.size() == 1 ? "" : "s");

@@ -1,6 +1,7 @@
 #include "recall/core/signals.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -16,9 +17,9 @@ enum Mode : int { kDefault, kStop, kForward };
 
 std::atomic<int> g_mode{kDefault};
 std::atomic<int> g_stop{0};   // the first signal under kStop
-std::atomic<int> g_count{0};  // every signal received
+std::atomic<int> g_count{0};  // every SIGINT and SIGTERM received
 std::atomic<int> g_last{0};
-std::atomic<int> g_pauses{0}, g_resumes{0};  // SIGTSTP and SIGCONT received under kForward
+std::atomic<int> g_pauses{0}, g_resumes{0};  // SIGTSTP and SIGCONT received under a relay
 // Whether the process started with the signal ignored (as `cmd &` in a script starts it): then,
 // by default, it stays ignored.
 bool g_ignored_int = false, g_ignored_term = false;
@@ -46,9 +47,9 @@ sigset_t stop_set() {
   std::_Exit(128 + sig);
 }
 
-// Ctrl-Z and fg: a launcher receives them here to pass them on (forward_signals() blocks them in
-// its main thread). Any other process blocks them in this thread alone, so they take their default
-// actions on the others, or here, where they are done by hand.
+// Ctrl-Z and fg: under a SignalRelay they are received here to be passed on (the relay blocks them
+// in its own thread too). Any other process blocks them in this thread alone, so they take their
+// default actions on the others, or here, where they are done by hand.
 sigset_t job_control_set() {
   return signal_set({SIGTSTP, SIGCONT});
 }
@@ -63,7 +64,7 @@ void receive() {
     if (sigwait(&set, &sig) != 0) continue;
     if (sig == SIGTSTP || sig == SIGCONT) {
       if (g_mode.load() == kForward)
-        ++(sig == SIGTSTP ? g_pauses : g_resumes);  // the launcher stops itself after the ranks
+        ++(sig == SIGTSTP ? g_pauses : g_resumes);  // SignalRelay::relay() passes them on
       else if (sig == SIGTSTP)
         raise(SIGSTOP);  // SIGTSTP's default action: the whole process stops
       continue;          // SIGCONT has continued the process already, whatever its mask
@@ -108,27 +109,42 @@ int stop_signal() {
   return g_stop.load();
 }
 
-ReceivedSignals received_signals() {
-  ReceivedSignals r;
-  r.count = g_count.load();
-  r.last = g_last.load();
-  r.pauses = g_pauses.load();
-  r.resumes = g_resumes.load();
-  return r;
-}
-
-ReceivedSignals forward_signals() {
+SignalRelay::SignalRelay() {
   start_signal_thread();
   const sigset_t job = job_control_set();  // Ctrl-Z reaches the signal thread, not this one
   pthread_sigmask(SIG_BLOCK, &job, nullptr);
+  count_ = g_count.load();
+  pauses_ = g_pauses.load();
+  resumes_ = g_resumes.load();
   g_mode = kForward;
-  return received_signals();
 }
 
-void default_signals() {
+SignalRelay::~SignalRelay() {
   g_mode = kDefault;
   const sigset_t job = job_control_set();
   pthread_sigmask(SIG_UNBLOCK, &job, nullptr);
+}
+
+int SignalRelay::relay(const std::vector<pid_t>& children) {
+  auto pass_on = [&](int sig) {
+    for (pid_t child : children) ::kill(child, sig);
+  };
+  if (const int count = g_count.load(); count != count_) {
+    count_ = count;
+    const int sig = g_last.load();  // written before the count
+    if (first_ == 0) first_ = sig;
+    pass_on(sig);
+  }
+  if (const int pauses = g_pauses.load(); pauses != pauses_) {
+    pauses_ = pauses;
+    pass_on(SIGTSTP);  // the children, then this process, stop
+    ::kill(::getpid(), SIGSTOP);
+  }
+  if (const int resumes = g_resumes.load(); resumes != resumes_) {
+    resumes_ = resumes;
+    pass_on(SIGCONT);  // fg or bg: this process runs again
+  }
+  return first_;
 }
 
 void reset_signals_in_child() {
@@ -142,9 +158,11 @@ void reset_signals_on_spawn(posix_spawnattr_t& attr) {
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
   for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigdelset(&mask, sig);
   posix_spawnattr_setsigmask(&attr, &mask);
+  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the child
   short flags = 0;
   posix_spawnattr_getflags(&attr, &flags);
-  posix_spawnattr_setflags(&attr, static_cast<short>(flags | POSIX_SPAWN_SETSIGMASK));
+  posix_spawnattr_setflags(
+      &attr, static_cast<short>(flags | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP));
 }
 
 }  // namespace recall

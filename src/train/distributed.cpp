@@ -399,11 +399,7 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
     args.push_back(own[i]);
   }
   const int port = free_port();
-  // Every SIGINT and SIGTERM is passed on to the ranks: the first stops them after a checkpoint,
-  // a second ends them at once. The ranks lead their own process group, so a terminal's Ctrl-C
-  // (sent to the foreground group) reaches them once, through here, not twice; Ctrl-Z and fg are
-  // passed on too.
-  ReceivedSignals forwarded = forward_signals();
+  SignalRelay signals;  // the ranks lead their own process groups: signals reach them from here
   const pid_t launcher = ::getpid();
   std::fflush(stdout);
   std::fflush(stderr);
@@ -437,7 +433,7 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
   std::vector<bool> done(pids.size(), false);
   size_t running = pids.size();
   int first_failure = 0;
-  int passed_on = 0;  // the last SIGINT or SIGTERM passed on to the ranks
+  int passed_on = 0;  // the first SIGINT or SIGTERM passed on to the ranks
   std::chrono::steady_clock::time_point deadline{};
   while (running > 0) {
     bool reaped = false;
@@ -459,26 +455,16 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
                        r, code, timeout.count() / 1000.0 + 10);
       }
     }
-    const ReceivedSignals now = received_signals();
-    auto pass_on = [&](int sig) {
-      for (size_t r = 0; r < pids.size(); ++r)
-        if (!done[r]) ::kill(pids[r], sig);
-    };
-    // two of a kind within one poll are passed on as one, as a pending signal merges
-    if (now.count != forwarded.count) pass_on(passed_on = now.last);
-    if (now.pauses != forwarded.pauses) {  // Ctrl-Z: the ranks, then the launcher, stop
-      pass_on(SIGTSTP);
-      ::kill(::getpid(), SIGSTOP);
-    }
-    if (now.resumes != forwarded.resumes) pass_on(SIGCONT);  // fg or bg: the launcher runs again
-    forwarded = now;
+    std::vector<pid_t> live;
+    for (size_t r = 0; r < pids.size(); ++r)
+      if (!done[r]) live.push_back(pids[r]);
+    passed_on = signals.relay(live);
     if (first_failure != 0 && running > 0 && std::chrono::steady_clock::now() > deadline) {
       for (size_t r = 0; r < pids.size(); ++r)
         if (!done[r]) ::kill(pids[r], SIGKILL);
     }
     if (!reaped && running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  default_signals();
   return first_failure;
 }
 

@@ -182,6 +182,7 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
 pid_t start(const std::vector<std::string>& args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);  // its own group, as a shell starts a job: kill(-pid) is a terminal's Ctrl-C
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
@@ -215,7 +216,7 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
          !(fs::exists(second) && fs::file_size(second) > 0))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(fs::exists(second)) << slurp(dir / "first.log");
-  kill(pid, SIGINT);
+  kill(-pid, SIGINT);  // Ctrl-C: to the sweep's group; its runs lead their own and hear it once
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "first.log");
@@ -226,6 +227,9 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   EXPECT_EQ(summary["runs"][1]["status"], "interrupted") << slurp(dir / "first.log");
   EXPECT_LT(summary["runs"][1]["step"].get<int>(), 1000);
   EXPECT_EQ(summary["runs"][2]["status"], "pending");
+  EXPECT_NE(slurp(out / "lr=2e-3" / "train.log").find("stopped by signal 2 after step"),
+            std::string::npos)
+      << "a clean stop, after a checkpoint: " << slurp(out / "lr=2e-3" / "train.log");
   const auto first_log = fs::file_size(out / "lr=1e-3" / "train.log");
 
   const CliResult resumed = recall([&] {

@@ -12,16 +12,18 @@
 // where they are ordinary events, not interruptions.
 #pragma once
 #include <spawn.h>
+#include <sys/types.h>
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace recall {
 
 // Blocks SIGINT and SIGTERM in the calling thread and starts the thread that receives them. Call
 // it before any other thread starts (only threads started later inherit the mask); later calls do
-// nothing. Until install_stop_signals() or forward_signals(), a signal ends the process by its
-// default action, as if nothing caught it.
+// nothing. Until install_stop_signals() or a SignalRelay, a signal ends the process by its default
+// action, as if nothing caught it.
 void start_signal_thread();
 // That thread's name (/proc/PID/task/TID/comm, gdb's thread list).
 inline constexpr const char* kSignalThreadName = "recall-signals";
@@ -32,24 +34,30 @@ void install_stop_signals();
 // The signal received since install_stop_signals(), or 0.
 int stop_signal();
 
-// For a launcher of other processes: from now on every SIGINT or SIGTERM is counted, none ends the
-// process; the launcher passes each on. So are SIGTSTP (Ctrl-Z), after which the launcher stops
-// itself, and SIGCONT. Returns how many arrived before, to compare with later. Call it from the
-// thread that launches.
-struct ReceivedSignals {
-  int count = 0;                // SIGINT and SIGTERM since the process started
-  int last = 0;                 // the latest one's number
-  int pauses = 0, resumes = 0;  // SIGTSTP and SIGCONT since forward_signals()
+// For a process that starts others (the --nproc launcher, sweep), each leading its own process
+// group so that a terminal's signals reach them once, through here, not twice. While a relay lives,
+// no SIGINT or SIGTERM ends this process: relay() passes each on to the children (the first stops
+// them after a checkpoint, a second ends them at once), and so Ctrl-Z (SIGTSTP, after which this
+// process stops too) and fg (SIGCONT). Construct it in the thread that starts the children.
+class SignalRelay {
+ public:
+  SignalRelay();
+  ~SignalRelay();  // back to the default: a signal ends the process
+  SignalRelay(const SignalRelay&) = delete;
+  SignalRelay& operator=(const SignalRelay&) = delete;
+  // Passes on what arrived since the last call (two of a kind as one, as a pending signal merges).
+  // Call it every few ms. Returns the first SIGINT or SIGTERM passed on so far, or 0.
+  int relay(const std::vector<pid_t>& children);
+
+ private:
+  int count_ = 0, pauses_ = 0, resumes_ = 0, first_ = 0;
 };
-ReceivedSignals forward_signals();
-ReceivedSignals received_signals();
-// Back to the default: a signal ends the process.
-void default_signals();
 
 // In a child between fork and exec (async-signal-safe): SIGINT, SIGTERM, SIGTSTP and SIGCONT
 // unblocked and at their default action, as a program started from a shell has them.
 void reset_signals_in_child();
-// The same for posix_spawn: `attr` (initialised by the caller) gives the child that signal state.
+// The same for posix_spawn: `attr` (initialised by the caller) gives the child that signal state,
+// and its own process group, for a SignalRelay.
 void reset_signals_on_spawn(posix_spawnattr_t& attr);
 
 // Thrown by work made of several training runs (extrapolate, report) when a stop signal ended
