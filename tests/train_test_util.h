@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -98,6 +99,36 @@ inline Proc spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
     ::_exit(127);
   }
   return p;
+}
+
+// The states (/proc/PID/stat: R running, S sleeping, T stopped, ...) of process `pid` and its
+// children, the process first.
+inline std::string process_states(pid_t pid) {
+  auto state = [](const std::string& id) {
+    std::ifstream stat("/proc/" + id + "/stat");
+    const std::string all((std::istreambuf_iterator<char>(stat)), {});
+    const auto paren = all.rfind(')');  // the name before it may hold spaces
+    return paren == std::string::npos || paren + 2 >= all.size() ? '?' : all[paren + 2];
+  };
+  const std::string id = std::to_string(pid);
+  std::string states(1, state(id));
+  std::ifstream children("/proc/" + id + "/task/" + id + "/children");
+  for (std::string child; children >> child;) states += state(child);
+  return states;
+}
+
+// Polls process_states(pid) until all of them are stopped (T), or none is; at most 10 s.
+inline std::string wait_for_stopped(pid_t pid, bool stopped) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string states;
+  do {
+    states = process_states(pid);
+    if (stopped ? states.find_first_not_of('T') == std::string::npos
+                : states.find('T') == std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return states;
 }
 
 // Exit code, or 128 + signal when killed by a signal.

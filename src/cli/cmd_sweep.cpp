@@ -202,7 +202,7 @@ pid_t spawn_run(const std::vector<std::string>& argv, const fs::path& dir) {
   args.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  reset_signals_on_spawn(attr);
+  reset_signals_on_spawn(attr, /*own_group=*/true);  // signals reach it through the sweep
   pid_t pid = 0;
   const int err = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawnattr_destroy(&attr);

@@ -44,7 +44,7 @@ int run_gnuplot(const fs::path& script, const fs::path& err) {
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  reset_signals_on_spawn(attr);
+  reset_signals_on_spawn(attr, /*own_group=*/false);  // a Ctrl-C ends it with recall
   std::string name = "gnuplot", arg = script.string();
   char* argv[] = {name.data(), arg.data(), nullptr};
   pid_t pid = 0;

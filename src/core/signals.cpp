@@ -6,7 +6,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <initializer_list>
 #include <mutex>
 #include <thread>
 
@@ -20,19 +19,16 @@ std::atomic<int> g_stop{0};   // the first signal under kStop
 std::atomic<int> g_count{0};  // every SIGINT and SIGTERM received
 std::atomic<int> g_last{0};
 std::atomic<int> g_pauses{0}, g_resumes{0};  // SIGTSTP and SIGCONT received under a relay
-// Whether the process started with the signal ignored (as `cmd &` in a script starts it): then,
-// by default, it stays ignored.
-bool g_ignored_int = false, g_ignored_term = false;
+// The signals the process started with ignored (as `cmd &` in a script starts it with SIGINT):
+// outside a relay or a training run's stop they stay ignored.
+bool g_ignored[NSIG] = {};
 
-sigset_t signal_set(std::initializer_list<int> signals) {
+// What the signal thread receives: the stop signals, and Ctrl-Z and fg (which a relay passes on).
+sigset_t received_set() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : signals) sigaddset(&set, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigaddset(&set, sig);
   return set;
-}
-
-sigset_t stop_set() {
-  return signal_set({SIGINT, SIGTERM});
 }
 
 // The signal's default action, as if it had never been blocked: the process ends by it.
@@ -41,39 +37,35 @@ sigset_t stop_set() {
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
-  const sigset_t one = signal_set({sig});
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
   raise(sig);  // sent to this thread, which no longer blocks it: delivered before raise returns
   std::_Exit(128 + sig);
 }
 
-// Ctrl-Z and fg: under a SignalRelay they are received here to be passed on (the relay blocks them
-// in its own thread too). Any other process blocks them in this thread alone, so they take their
-// default actions on the others, or here, where they are done by hand.
-sigset_t job_control_set() {
-  return signal_set({SIGTSTP, SIGCONT});
-}
-
 void receive() {
   pthread_setname_np(pthread_self(), kSignalThreadName);
-  const sigset_t job = job_control_set();
-  pthread_sigmask(SIG_BLOCK, &job, nullptr);
-  const sigset_t set = signal_set({SIGINT, SIGTERM, SIGTSTP, SIGCONT});
+  const sigset_t set = received_set();
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
+    const int mode = g_mode.load();
+    // A signal the process started with ignored stays ignored unless recall asked for it: a relay
+    // passes everything on, a training run honours SIGINT and SIGTERM.
+    const bool asked = mode == kForward || (mode == kStop && (sig == SIGINT || sig == SIGTERM));
+    if (g_ignored[sig] && !asked) continue;
     if (sig == SIGTSTP || sig == SIGCONT) {
-      if (g_mode.load() == kForward)
+      if (mode == kForward)
         ++(sig == SIGTSTP ? g_pauses : g_resumes);  // SignalRelay::relay() passes them on
       else if (sig == SIGTSTP)
         raise(SIGSTOP);  // SIGTSTP's default action: the whole process stops
-      continue;          // SIGCONT has continued the process already, whatever its mask
+      continue;          // SIGCONT has continued the process already, blocked or not
     }
     g_last = sig;  // before the count: a reader that sees the new count sees this signal
     ++g_count;
-    const int mode = g_mode.load();
     if (mode == kForward) continue;
-    if (mode == kDefault && (sig == SIGINT ? g_ignored_int : g_ignored_term)) continue;
     int none = 0;
     if (mode == kStop && g_stop.compare_exchange_strong(none, sig)) continue;
     end_by(sig);  // by default, or the second under kStop
@@ -91,9 +83,8 @@ bool ignored(int sig) {
 void start_signal_thread() {
   static std::once_flag once;
   std::call_once(once, [] {
-    g_ignored_int = ignored(SIGINT);
-    g_ignored_term = ignored(SIGTERM);
-    const sigset_t set = stop_set();
+    for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) g_ignored[sig] = ignored(sig);
+    const sigset_t set = received_set();
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     std::thread(receive).detach();  // started after the block: it inherits it, as sigwait needs
   });
@@ -111,8 +102,6 @@ int stop_signal() {
 
 SignalRelay::SignalRelay() {
   start_signal_thread();
-  const sigset_t job = job_control_set();  // Ctrl-Z reaches the signal thread, not this one
-  pthread_sigmask(SIG_BLOCK, &job, nullptr);
   count_ = g_count.load();
   pauses_ = g_pauses.load();
   resumes_ = g_resumes.load();
@@ -121,8 +110,6 @@ SignalRelay::SignalRelay() {
 
 SignalRelay::~SignalRelay() {
   g_mode = kDefault;
-  const sigset_t job = job_control_set();
-  pthread_sigmask(SIG_UNBLOCK, &job, nullptr);
 }
 
 int SignalRelay::relay(const std::vector<pid_t>& children) {
@@ -148,21 +135,23 @@ int SignalRelay::relay(const std::vector<pid_t>& children) {
 }
 
 void reset_signals_in_child() {
-  const sigset_t set = stop_set(), job = job_control_set();
+  const sigset_t set = received_set();
   sigprocmask(SIG_UNBLOCK, &set, nullptr);  // dispositions were never changed: exec resets them
-  sigprocmask(SIG_UNBLOCK, &job, nullptr);
 }
 
-void reset_signals_on_spawn(posix_spawnattr_t& attr) {
+void reset_signals_on_spawn(posix_spawnattr_t& attr, bool own_group) {
   sigset_t mask;
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
-  for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigdelset(&mask, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigdelset(&mask, sig);  // received_set()
   posix_spawnattr_setsigmask(&attr, &mask);
-  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, led by the child
   short flags = 0;
   posix_spawnattr_getflags(&attr, &flags);
-  posix_spawnattr_setflags(
-      &attr, static_cast<short>(flags | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP));
+  flags |= POSIX_SPAWN_SETSIGMASK;
+  if (own_group) {
+    posix_spawnattr_setpgroup(&attr, 0);  // led by the child
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  posix_spawnattr_setflags(&attr, flags);
 }
 
 }  // namespace recall

@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "train_test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -32,7 +34,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // Runs `[env] recall args` in a shell; stdout and stderr captured in files of this test's own.
-CliResult recall(const std::string& args, const std::string& env = "") {
+CliResult run_recall(const std::string& args, const std::string& env = "") {
   static int n = 0;
   const fs::path dir =
       fs::temp_directory_path() / ("recall_interop_io_" + std::to_string(getpid()));
@@ -61,17 +63,17 @@ const std::string kTiny =
 }  // namespace
 
 TEST(Conventions, VersionUnknownCommandAndHelp) {
-  const CliResult v = recall("--version");
+  const CliResult v = run_recall("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out.rfind("recall ", 0), 0u) << v.out;
-  const CliResult u = recall("trian --config x");
+  const CliResult u = run_recall("trian --config x");
   EXPECT_EQ(u.code, 2);
   EXPECT_NE(u.err.find("unknown command 'trian'"), std::string::npos) << u.err;
   EXPECT_NE(u.err.find("train"), std::string::npos) << "the commands are listed: " << u.err;
   // Help names no internal documents.
   for (const char* cmd : {"", "theory", "probe", "bench", "train", "eval", "sample", "fit",
                           "inspect", "extrapolate", "report", "export", "sweep", "plot"}) {
-    const CliResult h = recall(std::string(cmd) + " --help");
+    const CliResult h = run_recall(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     for (const char* word : {"docs/", "science.md", "SPEC", "issue", "shared/"})
       EXPECT_EQ(h.out.find(word), std::string::npos) << cmd << " --help names " << word;
@@ -79,45 +81,45 @@ TEST(Conventions, VersionUnknownCommandAndHelp) {
 }
 
 TEST(Conventions, DashIsStdoutAndTablesMakeWay) {
-  const CliResult theory = recall("theory --json -");
+  const CliResult theory = run_recall("theory --json -");
   ASSERT_EQ(theory.code, 0) << theory.err;
   EXPECT_EQ(nlohmann::json::parse(theory.out)["d_k"], 64);
   const std::string probe = "probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules ";
-  const CliResult json = recall(probe + "--json -");
+  const CliResult json = run_recall(probe + "--json -");
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out)["stores"][0]["store"], "relu");
-  const CliResult csv = recall(probe + "--csv -");
+  const CliResult csv = run_recall(probe + "--csv -");
   ASSERT_EQ(csv.code, 0) << csv.err;
   EXPECT_EQ(csv.out.find("capacity"), std::string::npos) << "no table beside the CSV";
   EXPECT_GE(std::count(csv.out.begin(), csv.out.end(), '\n'), 3) << csv.out;
-  const CliResult fit = recall("fit --kind linear --width 4 --dk 4 --steps 20 --json -");
+  const CliResult fit = run_recall("fit --kind linear --width 4 --dk 4 --steps 20 --json -");
   ASSERT_EQ(fit.code, 0) << fit.err;
   EXPECT_TRUE(nlohmann::json::parse(fit.out).is_object());
 }
 
 TEST(Conventions, QuietAndThreadsFromTheEnvironment) {
-  const CliResult omp = recall("--version", "OMP_NUM_THREADS=3");
+  const CliResult omp = run_recall("--version", "OMP_NUM_THREADS=3");
   ASSERT_EQ(omp.code, 0) << omp.err;
   EXPECT_NE(omp.out.find("default threads here: 3)"), std::string::npos) << omp.out;
-  const CliResult five = recall("--version", "OMP_NUM_THREADS=5");
+  const CliResult five = run_recall("--version", "OMP_NUM_THREADS=5");
   EXPECT_NE(five.out.find("default threads here: 5)"), std::string::npos) << five.out;
   const CliResult quiet =
-      recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules");
+      run_recall("--quiet probe --stores relu --m 16,64 --trials 1 --queries 8 --no-rules");
   ASSERT_EQ(quiet.code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
 }
 
 TEST(Conventions, TrainWritesDataAloneOnStdout) {
   const fs::path dir = fresh("recall_interop_train");
-  const CliResult t =
-      recall("train " + kTiny + " --set steps=10 --out " + (dir / "run").string() + " --threads 1");
+  const CliResult t = run_recall("train " + kTiny + " --set steps=10 --out " +
+                                 (dir / "run").string() + " --threads 1");
   ASSERT_EQ(t.code, 0) << t.err;
   const auto j = nlohmann::json::parse(t.out);  // one JSON line and nothing else
   EXPECT_EQ(j["step"], 10);
   EXPECT_NE(t.err.find("# resolved config"), std::string::npos);
   EXPECT_NE(slurp(dir / "run" / "config.toml").find("d_model = 16"), std::string::npos);
-  const CliResult q = recall("--quiet train " + kTiny + " --set steps=10 --out " +
-                             (dir / "quiet").string() + " --threads 1");
+  const CliResult q = run_recall("--quiet train " + kTiny + " --set steps=10 --out " +
+                                 (dir / "quiet").string() + " --threads 1");
   ASSERT_EQ(q.code, 0) << q.err;
   EXPECT_EQ(q.err, "");
 }
@@ -125,10 +127,10 @@ TEST(Conventions, TrainWritesDataAloneOnStdout) {
 TEST(Sample, SeveralSamplesTopKAndGreedy) {
   const fs::path dir = fresh("recall_interop_sample");
   const std::string run = (dir / "run").string();
-  ASSERT_EQ(recall("train " + kTiny + " --set steps=20 --out " + run + " --threads 1").code, 0);
+  ASSERT_EQ(run_recall("train " + kTiny + " --set steps=20 --out " + run + " --threads 1").code, 0);
   const CliResult s =
-      recall("sample --checkpoint " + run +
-             " --prompt '1 2 3' --tokens 40 --samples 3 --top-k 4 --temperature 0.8");
+      run_recall("sample --checkpoint " + run +
+                 " --prompt '1 2 3' --tokens 40 --samples 3 --top-k 4 --temperature 0.8");
   ASSERT_EQ(s.code, 0) << s.err;
   std::istringstream lines(s.out);
   std::vector<std::string> rows;
@@ -138,9 +140,9 @@ TEST(Sample, SeveralSamplesTopKAndGreedy) {
     EXPECT_EQ(r.rfind("1 2 3 ", 0), 0u) << r;
     EXPECT_EQ(std::count(r.begin(), r.end(), ' '), 3 + 40 - 1) << r;  // 43 ids, past seq_len 32
   }
-  const CliResult g = recall("sample --checkpoint " + run +
-                             " --prompt '1 2 3' --tokens 40 "
-                             "--samples 2 --temperature 0");
+  const CliResult g = run_recall("sample --checkpoint " + run +
+                                 " --prompt '1 2 3' --tokens 40 "
+                                 "--samples 2 --temperature 0");
   ASSERT_EQ(g.code, 0) << g.err;
   const auto nl = g.out.find('\n');
   EXPECT_EQ(g.out.substr(0, nl + 1), g.out.substr(nl + 1)) << "greedy samples agree";
@@ -157,12 +159,13 @@ std::string python_with_torch() {
 TEST(ExportCli, PythonLoadsTheExportedRun) {
   const fs::path dir = fresh("recall_interop_export");
   const std::string run = (dir / "run").string(), out = (dir / "exported").string();
-  ASSERT_EQ(recall("train " + kTiny + " --set steps=5 --out " + run + " --threads 1").code, 0);
-  const CliResult e = recall("export --checkpoint " + run + " --out " + out);
+  ASSERT_EQ(run_recall("train " + kTiny + " --set steps=5 --out " + run + " --threads 1").code, 0);
+  const CliResult e = run_recall("export --checkpoint " + run + " --out " + out);
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_EQ(e.out, "");
   EXPECT_EQ(nlohmann::json::parse(slurp(dir / "exported" / "config.json"))["model"]["d_model"], 16);
-  const CliResult bad = recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
+  const CliResult bad =
+      run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
   const std::string python = python_with_torch();
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
@@ -216,7 +219,14 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
          !(fs::exists(second) && fs::file_size(second) > 0))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(fs::exists(second)) << slurp(dir / "first.log");
-  kill(-pid, SIGINT);  // Ctrl-C: to the sweep's group; its runs lead their own and hear it once
+  // Ctrl-Z and fg, to the sweep's group: its runs lead their own groups, so only the sweep
+  // passing them on pauses and resumes them.
+  kill(-pid, SIGTSTP);
+  EXPECT_EQ(recall::test::wait_for_stopped(pid, true), "TT");
+  kill(-pid, SIGCONT);
+  const std::string going_on = recall::test::wait_for_stopped(pid, false);
+  EXPECT_EQ(going_on.find('T'), std::string::npos) << going_on;
+  kill(-pid, SIGINT);  // Ctrl-C: passed on once, so the run stops after a checkpoint
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "first.log");
@@ -232,7 +242,7 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
       << "a clean stop, after a checkpoint: " << slurp(out / "lr=2e-3" / "train.log");
   const auto first_log = fs::file_size(out / "lr=1e-3" / "train.log");
 
-  const CliResult resumed = recall([&] {
+  const CliResult resumed = run_recall([&] {
     std::string a;
     for (const auto& w : args) a += w + " ";
     return a;
@@ -262,16 +272,17 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   EXPECT_EQ(resumed.out.substr(0, resumed.out.find('\n')),
             "run,lr,status,step,loss,tokens_per_s,eval_accuracy,eval_loss,eval_scored");
 
-  const CliResult plot = recall("plot " + out.string() + " --out " + (dir / "curves.svg").string());
+  const CliResult plot =
+      run_recall("plot " + out.string() + " --out " + (dir / "curves.svg").string());
   ASSERT_EQ(plot.code, 0) << plot.err;
   const std::string svg = slurp(dir / "curves.svg");
   for (const char* name :
        {"lr=1e-3", "lr=2e-3", "lr=3e-3", "training loss", "eval accuracy", "learning rate"})
     EXPECT_NE(svg.find(name), std::string::npos) << name;
-  const CliResult other = recall("sweep " + kTiny + " --grid lr=1e-2 --out " + out.string());
+  const CliResult other = run_recall("sweep " + kTiny + " --grid lr=1e-2 --out " + out.string());
   EXPECT_EQ(other.code, 2) << "a folder holding another sweep is refused";
   const CliResult bad =
-      recall("sweep " + kTiny + " --grid nosuchkey=1,2 --out " + (dir / "b").string());
+      run_recall("sweep " + kTiny + " --grid nosuchkey=1,2 --out " + (dir / "b").string());
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("nosuchkey"), std::string::npos) << bad.err;
 }

@@ -8,8 +8,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "recall/core/error.h"
@@ -201,36 +199,6 @@ int wait_for(const test::Proc& p, std::chrono::seconds limit) {
   }
 }
 
-// The states (/proc/PID/stat: R running, S sleeping, T stopped, ...) of process `pid` and its
-// children, the process first.
-std::string process_states(pid_t pid) {
-  auto state = [](const std::string& id) {
-    std::ifstream stat("/proc/" + id + "/stat");
-    const std::string all((std::istreambuf_iterator<char>(stat)), {});
-    const auto paren = all.rfind(')');  // the name before it may hold spaces
-    return paren == std::string::npos || paren + 2 >= all.size() ? '?' : all[paren + 2];
-  };
-  const std::string id = std::to_string(pid);
-  std::string states(1, state(id));
-  std::ifstream children("/proc/" + id + "/task/" + id + "/children");
-  for (std::string child; children >> child;) states += state(child);
-  return states;
-}
-
-// Polls process_states(pid) until all of them are stopped (T), or none is; at most 10 s.
-std::string wait_for_stopped(pid_t pid, bool stopped) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::string states;
-  do {
-    states = process_states(pid);
-    if (stopped ? states.find_first_not_of('T') == std::string::npos
-                : states.find('T') == std::string::npos)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  } while (std::chrono::steady_clock::now() < deadline);
-  return states;
-}
-
 void wait_for_file(const std::string& path) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline)
@@ -282,9 +250,9 @@ TEST(DistributedRun, TwoProcessesFollowOneAndResumeExactly) {
   // Ctrl-Z and fg (SIGTSTP, SIGCONT to the launcher's group, which the ranks are not in): the
   // launcher passes each on, so the ranks pause and go on with it.
   ::kill(-p.pid, SIGTSTP);
-  EXPECT_EQ(wait_for_stopped(p.pid, true), "TTT");
+  EXPECT_EQ(test::wait_for_stopped(p.pid, true), "TTT");
   ::kill(-p.pid, SIGCONT);
-  const std::string going_on = wait_for_stopped(p.pid, false);
+  const std::string going_on = test::wait_for_stopped(p.pid, false);
   EXPECT_EQ(going_on.find('T'), std::string::npos) << going_on;
   ::kill(-p.pid, SIGINT);  // Ctrl-C: passed on once, so the ranks stop after a checkpoint
   EXPECT_EQ(test::wait_cli(p), 130) << test::read_text(p.err_file);

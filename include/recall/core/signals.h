@@ -9,7 +9,8 @@
 // interrupts it onto the heap: glibc then aborted about 1 training run in 8 stopped by SIGTERM.
 // start_signal_thread(), first thing in main, blocks both signals in the calling thread, which
 // every thread started afterwards inherits, and receives them on one thread of its own (sigwait),
-// where they are ordinary events, not interruptions.
+// where they are ordinary events, not interruptions. So too Ctrl-Z (SIGTSTP, which still stops the
+// process) and fg (SIGCONT), so that a SignalRelay can pass them on.
 #pragma once
 #include <spawn.h>
 #include <sys/types.h>
@@ -20,7 +21,7 @@
 
 namespace recall {
 
-// Blocks SIGINT and SIGTERM in the calling thread and starts the thread that receives them. Call
+// Blocks those signals in the calling thread and starts the thread that receives them. Call
 // it before any other thread starts (only threads started later inherit the mask); later calls do
 // nothing. Until install_stop_signals() or a SignalRelay, a signal ends the process by its default
 // action, as if nothing caught it.
@@ -38,7 +39,7 @@ int stop_signal();
 // group so that a terminal's signals reach them once, through here, not twice. While a relay lives,
 // no SIGINT or SIGTERM ends this process: relay() passes each on to the children (the first stops
 // them after a checkpoint, a second ends them at once), and so Ctrl-Z (SIGTSTP, after which this
-// process stops too) and fg (SIGCONT). Construct it in the thread that starts the children.
+// process stops too) and fg (SIGCONT).
 class SignalRelay {
  public:
   SignalRelay();
@@ -57,8 +58,8 @@ class SignalRelay {
 // unblocked and at their default action, as a program started from a shell has them.
 void reset_signals_in_child();
 // The same for posix_spawn: `attr` (initialised by the caller) gives the child that signal state,
-// and its own process group, for a SignalRelay.
-void reset_signals_on_spawn(posix_spawnattr_t& attr);
+// and with `own_group` a process group of its own, for a SignalRelay to pass signals to.
+void reset_signals_on_spawn(posix_spawnattr_t& attr, bool own_group);
 
 // Thrown by work made of several training runs (extrapolate, report) when a stop signal ended
 // one of them after its checkpoint: the rest is skipped, and the same command resumes it. The CLI
