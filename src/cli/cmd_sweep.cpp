@@ -3,8 +3,8 @@
 // resumes: finished runs are kept, interrupted ones continue from their checkpoint (train
 // --resume), the rest start. SIGINT/SIGTERM reach every running run, which checkpoints and stops
 // (a second ends the runs at once; Ctrl-Z and fg reach them too); the sweep then exits with 128 +
-// the signal. OUT/summary.csv and OUT/summary.json hold, per run,
-// the point's keys, its status, final training loss, last evaluation and tokens/s.
+// the signal. OUT/summary.csv and OUT/summary.json hold, per run, the point's keys, its status,
+// final training loss, last evaluation and tokens/s.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
