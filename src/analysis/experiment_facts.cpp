@@ -181,7 +181,7 @@ ExperimentResult Experiment::facts() {
     const More& before = more[more.size() - 2];
     const std::optional<double> gain =
         gain_per_doubling(before.steps, before.bits_per_param, last.steps, last.bits_per_param);
-    const bool at_plateau = gain && std::abs(*gain) < 0.03;
+    const bool at_plateau = plateau_reached(gain);
     json chain = json::array();
     std::string cells;
     for (const auto& m : more) {

@@ -73,6 +73,10 @@ std::optional<double> gain_per_doubling(double x0, double y0, double x1, double 
   return std::pow(y1 / y0, 1.0 / std::log2(x1 / x0)) - 1;
 }
 
+bool plateau_reached(std::optional<double> gain) {
+  return gain && *gain < 0.03;
+}
+
 double fitted_slope(const std::vector<double>& x, const std::vector<double>& y) {
   check_arg(x.size() == y.size() && x.size() >= 2, "fitted_slope: needs two or more points");
   const double n = static_cast<double>(x.size());

@@ -24,10 +24,12 @@ std::atomic<int> g_pauses{0}, g_resumes{0};  // SIGTSTP and SIGCONT received und
 bool g_ignored[NSIG] = {};
 
 // What the signal thread receives: the stop signals, and Ctrl-Z and fg (which a relay passes on).
+constexpr int kReceived[] = {SIGINT, SIGTERM, SIGTSTP, SIGCONT};
+
 sigset_t received_set() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigaddset(&set, sig);
+  for (int sig : kReceived) sigaddset(&set, sig);
   return set;
 }
 
@@ -83,7 +85,7 @@ bool ignored(int sig) {
 void start_signal_thread() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) g_ignored[sig] = ignored(sig);
+    for (int sig : kReceived) g_ignored[sig] = ignored(sig);
     const sigset_t set = received_set();
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     std::thread(receive).detach();  // started after the block: it inherits it, as sigwait needs
@@ -142,7 +144,7 @@ void reset_signals_in_child() {
 void reset_signals_on_spawn(posix_spawnattr_t& attr, bool own_group) {
   sigset_t mask;
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
-  for (int sig : {SIGINT, SIGTERM, SIGTSTP, SIGCONT}) sigdelset(&mask, sig);  // received_set()
+  for (int sig : kReceived) sigdelset(&mask, sig);
   posix_spawnattr_setsigmask(&attr, &mask);
   short flags = 0;
   posix_spawnattr_getflags(&attr, &flags);

@@ -66,6 +66,9 @@ double fitted_slope(const std::vector<double>& x, const std::vector<double>& y);
 // that steps of any ratio compare (the facts experiment's plateau test: bits per parameter against
 // training steps). nullopt unless y0, y1 > 0 and x1 > x0 > 0.
 std::optional<double> gain_per_doubling(double x0, double y0, double x1, double y1);
+// Whether a chain whose last link gained `gain` per doubling has reached its plateau: more training
+// no longer raises bits per parameter by 3 % a doubling (a fall counts too). False without a gain.
+bool plateau_reached(std::optional<double> gain);
 
 // The gradient of a loss with respect to the logits z of w = softmax(z) (last dimension), from its
 // gradient g with respect to w: w (g - sum_s w_s g_s). Same shape as w.
