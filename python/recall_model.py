@@ -14,6 +14,8 @@ query position t, by beta(M) / beta_0 with M = t + 1 keys seen and L = seq_len (
     none: 1    su: ln M / ln L    qwen: max(1, ln M / ln L)    yarn: (0.1 ln max(1, M / L) + 1)^2
     ssmax: s_h ln M with s learned per head.
 attn_mem_kv = N learned key/values per head precede the context keys and every query sees them.
+attn_conv = W mixes each channel of the q, k, v projections causally over positions before the
+heads split: z'_t = sum_{j < W} conv[:, j] * z_{t-j}.
 Feed-forward kinds: linear W2 W1 x, mlp W2 act(W1 x), glu W2 (act(W1 x) * W3 x), learned_kv
 W2 softmax_h(q_h K_h^T / sqrt(d_head)) V_h with q = W1 x, or none. Positions: rope (rotate-half,
 base 10000), learned, or none. Parameter names equal those of the C++ modules, so the exported
@@ -98,7 +100,10 @@ class Attention(nn.Module):
             "rope_base", 10000.0)
         self.N = c["attn_mem_kv"]
         self.s = c.get("attn_scale", 1.0)  # multiplies 1 / sqrt(d_head) under every rule
+        self.W = c.get("attn_conv", 0)  # causal depthwise convolution of q, k, v; 0: none
         self.qkv = nn.Linear(D, 3 * D, bias=c["bias"])
+        if self.W > 0:
+            self.conv = nn.Parameter(torch.zeros(3 * D, self.W))  # column j weighs position t - j
         self.out = nn.Linear(D, D, bias=c["bias"])
         if self.N > 0:
             self.mem_k = nn.Parameter(torch.zeros(H, self.N, self.dh))
@@ -108,7 +113,10 @@ class Attention(nn.Module):
 
     def forward(self, x, cache=None, prefix=""):
         B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # (B, T, H, dh) each
+        z = self.qkv(x)  # (B, T, 3 D)
+        if self.W > 0:
+            z = sum(F.pad(z, (0, 0, j, 0))[:, :T] * self.conv[:, j] for j in range(self.W))
+        q, k, v = z.view(B, T, 3, self.H, self.dh).unbind(2)  # (B, T, H, dh) each
         if self.use_rope:
             q, k = rope(q, self.base), rope(k, self.base)
         if self.N > 0:

@@ -96,10 +96,10 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
     for (BetaRule rule : rules) {
       r.model->set_attn_rule(rule);
       for (int64_t m : config.lengths) {
-        const int64_t T = m * mc.seq_len;
+        const int64_t T = m * mc.seq_len, pairs = mqar_pairs_at(r.config, m, config.pairs);
         const auto eval =
-            evaluate(r.model, *task, length_prompts(*task, r.config, T, config.batches));
-        out.push_back({path, trained, rule, m, T, eval.at("accuracy"), eval.at("loss")});
+            evaluate(r.model, *task, length_prompts(*task, r.config, T, config.batches, pairs));
+        out.push_back({path, trained, rule, m, T, pairs, eval.at("accuracy"), eval.at("loss")});
       }
     }
   }
@@ -159,6 +159,7 @@ std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points) {
                    {"rule", to_string(p.rule)},
                    {"multiple", p.multiple},
                    {"seq_len", p.seq_len},
+                   {"pairs", p.pairs},
                    {"accuracy", p.accuracy},
                    {"loss", p.loss}});
   return nlohmann::json{{"points", out}}.dump(2) + "\n";

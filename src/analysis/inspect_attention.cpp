@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "recall/analysis/inspect.h"
+#include "recall/core/enum_names.h"
 #include "recall/core/error.h"
 #include "recall/models/activation_cache.h"
 #include "recall/models/block.h"
@@ -125,10 +126,48 @@ void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>
   }
 }
 
+namespace {
+constexpr std::array<const char*, 2> kPairsNames = {"fixed", "grow"};
+}  // namespace
+
+std::string to_string(PairsAtLength v) {
+  return enum_name(kPairsNames, v);
+}
+
+PairsAtLength pairs_at_length_from_string(const std::string& s) {
+  return enum_from_name<PairsAtLength>(kPairsNames, s, "--pairs");
+}
+
+int64_t mqar_pairs_at(const TrainConfig& config, int64_t multiple, PairsAtLength mode) {
+  const int64_t trained = config.task.mqar_pairs;
+  if (mode == PairsAtLength::kFixed) return trained;
+  const int64_t keys = (config.model.vocab_size - 1) / 2;
+  // 4 pairs a token at most fit (MqarTask), and seq_len >= 4 mqar_pairs already
+  return std::max(trained, std::min(trained * multiple, keys));
+}
+
 std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
-                                  int64_t batches) {
+                                  int64_t batches, int64_t pairs, int64_t max_sequences) {
   Rng rng(static_cast<uint64_t>(config.trainer.seed) ^ 0x5bd1e9955bd1e995ULL);  // as recall eval
-  return task.eval_set(batches, config.trainer.batch_size, seq_len, rng);
+  if (config.task.kind != TaskKind::kMqar)
+    return task.eval_set(batches, config.trainer.batch_size, seq_len, rng);
+  // mqar draws one sequence after another from the generator: the same prompts at any chunk size
+  int64_t sequences = batches * config.trainer.batch_size;
+  if (max_sequences > 0) sequences = std::min(sequences, max_sequences);
+  const int64_t per =
+      std::min(config.trainer.batch_size, std::max<int64_t>(1, kEvalTokens / seq_len));
+  const Task* from = &task;
+  std::unique_ptr<Task> more;
+  if (pairs > 0 && pairs != config.task.mqar_pairs) {
+    more = std::make_unique<MqarTask>(config.model.vocab_size, pairs);
+    from = more.get();
+  }
+  std::vector<Batch> set;
+  for (int64_t done = 0; done < sequences; done += per) {
+    auto part = from->eval_set(1, std::min(per, sequences - done), seq_len, rng);
+    set.insert(set.end(), part.begin(), part.end());
+  }
+  return set;
 }
 
 void InspectConfig::validate() const {
@@ -161,13 +200,19 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
     model->set_attn_rule(rule);
     for (int64_t m : config.lengths) {
       const int64_t T = m * mc.seq_len;
-      const auto set = length_prompts(*task, tc, T, config.batches);
-      auto heads = inspect_heads(model, set, tc.task.mqar_pairs);
+      const int64_t pairs = mqar_pairs_at(tc, m, config.pairs);
+      const auto set = length_prompts(
+          *task, tc, T, config.batches, pairs,
+          std::max(kInspectMinSequences, config.batches * tc.trainer.batch_size / m));
+      int64_t prompts = 0;
+      for (const Batch& b : set) prompts += b.x.size(0);
+      auto heads = inspect_heads(model, set, pairs);
       if (config.ablate)
         ablate_heads(model, *task, set, heads);
       else
         for (auto& h : heads) h.ablated_accuracy = std::numeric_limits<double>::quiet_NaN();
-      out.attention.push_back({T, rule, evaluate(model, *task, set).at("accuracy"), heads});
+      out.attention.push_back(
+          {T, pairs, rule, evaluate(model, *task, set).at("accuracy"), prompts, heads});
     }
   }
   model->set_attn_rule(trained);

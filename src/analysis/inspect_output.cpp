@@ -48,9 +48,15 @@ std::string inspect_table(const InspectResult& r) {
   std::vector<int64_t> lengths;
   for (const auto& a : r.attention)
     if (a.rule == r.attention.front().rule) lengths.push_back(a.seq_len);
-  out += "\nmqar accuracy (rows: beta rule at evaluation; columns: seq_len)\n";
+  out +=
+      "\nmqar accuracy (rows: beta rule at evaluation; columns: seq_len, its pairs and "
+      "sequences)\n";
   out += fmt::format("{:<6}", "rule");
   for (int64_t T : lengths) out += fmt::format(" {:>8}", T);
+  out += fmt::format("\n{:<6}", "pairs");
+  for (size_t i = 0; i < lengths.size(); ++i) out += fmt::format(" {:>8}", r.attention[i].pairs);
+  out += fmt::format("\n{:<6}", "seqs");
+  for (size_t i = 0; i < lengths.size(); ++i) out += fmt::format(" {:>8}", r.attention[i].prompts);
   for (size_t i = 0; i < r.attention.size(); ++i) {
     if (i % lengths.size() == 0) out += fmt::format("\n{:<6}", to_string(r.attention[i].rule));
     out += fmt::format(" {:>8.4f}", r.attention[i].accuracy);
@@ -182,6 +188,8 @@ std::string inspect_json(const InspectResult& r) {
                        {"recalls", h.recalls()}});
     attention.push_back({{"rule", to_string(a.rule)},
                          {"seq_len", a.seq_len},
+                         {"pairs", a.pairs},
+                         {"prompts", a.prompts},
                          {"accuracy", a.accuracy},
                          {"heads", heads}});
   }

@@ -32,13 +32,12 @@ ReportConfig ReportConfig::make(const std::string& out_dir, bool quick) {
   c.quick = quick;
   if (quick) {
     c.probe_trials = 2;
-    // mqar-tiny's recall circuit forms after ~1500 steps of its schedule; fewer steps (a faster
-    // decay) miss it, so quick keeps the steps and drops seeds. Two: about one run in four never
-    // forms the circuit in its budget, and the report needs one that does under rule none.
+    // mqar-extrapolate forms its recall within a few hundred steps for every seed: quick keeps
+    // the steps and drops seeds, rules and lengths
     c.mqar_seeds = 2;
     c.mqar_rules = {BetaRule::kNone, BetaRule::kSu};
-    c.extrapolate_batches = 1;
-    c.inspect_lengths = {1, 4};
+    c.extrapolate_lengths = {1, 4, 16, 64};
+    c.inspect_lengths = {1, 4, 16};
     c.fit_widths = {8};
     c.fit_steps = 400;
     c.facts_steps = 1500;
@@ -164,13 +163,16 @@ class Report {
   }
 
   std::string extrapolate_section() {
-    step(fmt::format("mqar-tiny under each beta rule ({} steps, {} seed(s) each)", c_.mqar_steps,
-                     c_.mqar_seeds));
+    step(fmt::format("mqar-extrapolate under each beta rule ({} steps, {} seed(s) each)",
+                     c_.mqar_steps, c_.mqar_seeds));
     ExtrapolateConfig ec;
-    ec.train_config = "mqar-tiny";
+    ec.train_config = "mqar-extrapolate";
     ec.sets = {fmt::format("steps={}", c_.mqar_steps)};
-    ec.out_dir = run_dir(fmt::format("mqar-{}", c_.mqar_steps));
+    // the runs of the extrapolation experiment (section 11), which reads them again
+    ec.out_dir = run_dir(fmt::format("mqar-extrapolate-{}", c_.mqar_steps));
     ec.seeds = c_.mqar_seeds;
+    ec.lengths = c_.extrapolate_lengths;
+    ec.pairs = PairsAtLength::kGrow;
     // qwen and yarn leave beta unchanged for M <= L, so training under them is training under
     // none (the same losses, bit for bit): the none runs are evaluated under them instead.
     ec.rules = c_.mqar_rules;
@@ -183,6 +185,8 @@ class Report {
       as_none.checkpoints.push_back(points[static_cast<size_t>(k) * ec.lengths.size()].checkpoint);
     as_none.rules = {BetaRule::kQwen, BetaRule::kYarn};
     as_none.batches = ec.batches;
+    as_none.lengths = ec.lengths;
+    as_none.pairs = ec.pairs;
     const auto more = extrapolate(as_none);
     points.insert(points.end(), more.begin(), more.end());
     write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
@@ -199,7 +203,8 @@ class Report {
     for (const auto& p : learned)
       if (p.trained == BetaRule::kNone && none_run_.empty()) none_run_ = p.checkpoint;
     if (learned.empty() || none_run_.empty())
-      throw std::runtime_error("report: no mqar-tiny run trained with rule none learned to recall");
+      throw std::runtime_error(
+          "report: no mqar-extrapolate run trained with rule none learned to recall");
     write_extrapolate_plot(learned, path("extrapolate.png"));
     std::string left_out;
     for (const auto& f : failed) {
@@ -212,7 +217,10 @@ class Report {
     const auto curves = extrapolate_curves(learned);
     MdTable t{{"trained", "evaluated", "runs"}, {}};
     for (int64_t m : curves.front().multiples)
-      t.header.push_back(fmt::format("{}x ({})", m, m * 32));
+      t.header.push_back(fmt::format("{}x ({}, {} pairs)", m, m * 32,
+                                     std::find_if(points.begin(), points.end(), [&](const auto& p) {
+                                       return p.multiple == m;
+                                     })->pairs));
     for (const auto& cv : curves) {
       std::vector<std::string> row{"`" + to_string(cv.trained) + "`",
                                    "`" + to_string(cv.rule) + "`", std::to_string(cv.runs)};
@@ -224,15 +232,18 @@ class Report {
     }
     return fmt::format(
         "## 3. Trained attention at longer contexts\n\n"
-        "`recall extrapolate --config mqar-tiny --set steps={} --seeds {}`: mqar-tiny (8 pairs "
-        "in 32 tokens, 2 layers x 4 heads, RoPE, no MLP) trained once per rule and seed, then "
-        "scored at 1x to 16x its length ({} x 64 prompts per point; the "
-        "8 pairs stay, the query region grows). Mean accuracy over the runs that learned, "
-        "[min, max] when there are several. Rows where training and evaluation differ are runs "
-        "trained with `none`, for which qwen and yarn are the identity up to L.\n\n{}\n"
+        "`recall extrapolate --config mqar-extrapolate --set steps={} --seeds {} --lengths {} "
+        "--pairs grow`: mqar-extrapolate (8 pairs in 32 tokens, 255 keys, 2 layers x 4 heads, no "
+        "positions, a width-2 convolution of q, k, v, no MLP) trained once per rule and seed, "
+        "then scored at 1x to {}x its length ({} x 64 prompts per point) with the pairs growing "
+        "with the length, so that a longer context holds more memories. Mean accuracy over the "
+        "runs that learned, [min, max] when there are several. Rows where training and "
+        "evaluation differ are runs trained with `none`, for which qwen and yarn are the identity "
+        "up to L.\n\n{}\n"
         "Runs left out, not having learned at 1x (accuracy): {}.\n\n"
         "![extrapolate](extrapolate.png)\n",
-        c_.mqar_steps, c_.mqar_seeds, ec.batches, t.str(), left_out.empty() ? "none" : left_out);
+        c_.mqar_steps, c_.mqar_seeds, fmt::join(ec.lengths, ","), ec.lengths.back(), ec.batches,
+        t.str(), left_out.empty() ? "none" : left_out);
   }
 
   std::string inspect_section() {
@@ -243,12 +254,13 @@ class Report {
     // ssmax at evaluation of a model trained without it starts at its initial scale: su again
     ic.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
     ic.batches = c_.extrapolate_batches;
+    ic.pairs = PairsAtLength::kGrow;
     const InspectResult result = inspect(r, ic, none_run_);
     write_file_atomic(path("inspect.json"), inspect_json(result));
     write_inspect_plot(result, path("inspect.png"));
     return fmt::format(
         "## 4. Which heads recall\n\n"
-        "`recall inspect --checkpoint {} --lengths {}` (paths relative to this "
+        "`recall inspect --checkpoint {} --lengths {} --pairs grow` (paths relative to this "
         "folder). For a query whose key sits at 2i, a head reads position 2i + o of the pair "
         "(key, value, or the next key's position, where a first-layer head gathers both); "
         "ablated is the accuracy with the head's output zeroed.\n\n```\n{}```\n\n"

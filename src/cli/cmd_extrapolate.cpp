@@ -15,7 +15,7 @@ namespace recall::cli {
 
 void add_extrapolate(CLI::App& root, Action& action) {
   struct Opts {
-    std::string json, plot, device = "cpu";
+    std::string json, plot, device = "cpu", pairs = "fixed";
     std::vector<std::string> rules;
     ExtrapolateConfig config;
   };
@@ -40,11 +40,16 @@ void add_extrapolate(CLI::App& root, Action& action) {
       ->delimiter(',');
   cmd->add_option("--batches", o->config.batches, "evaluation batches per point")
       ->capture_default_str();
+  cmd->add_option("--pairs", o->pairs,
+                  "mqar pairs at longer lengths: fixed (the trained number) or grow (in "
+                  "proportion to the length, up to the keys in the vocabulary)")
+      ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write accuracy against length to this file (.png or .svg)");
   add_device_option(cmd, o->device);
   cmd->callback([o, &action] {
     o->config.device = parse_device(o->device);
+    o->config.pairs = pairs_at_length_from_string(o->pairs);
     for (const auto& name : o->rules) {
       try {
         o->config.rules.push_back(beta_rule_from_string(name));

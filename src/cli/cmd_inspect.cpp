@@ -14,7 +14,7 @@ namespace recall::cli {
 
 void add_inspect(CLI::App& root, Action& action) {
   struct Opts {
-    std::string checkpoint, json, plot, device = "cpu";
+    std::string checkpoint, json, plot, device = "cpu", pairs = "fixed";
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
     int64_t batches = 2;
@@ -30,6 +30,10 @@ void add_inspect(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--batches", o->batches, "mqar batches per length and rule")
       ->capture_default_str();
+  cmd->add_option("--pairs", o->pairs,
+                  "mqar pairs at longer lengths: fixed (the trained number) or grow (in "
+                  "proportion to the length, up to the keys in the vocabulary)")
+      ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
   add_device_option(cmd, o->device);
@@ -37,6 +41,7 @@ void add_inspect(CLI::App& root, Action& action) {
     InspectConfig config;
     config.lengths = o->lengths;
     config.batches = o->batches;
+    config.pairs = pairs_at_length_from_string(o->pairs);
     config.rules.clear();
     for (const auto& name : o->rules) {
       try {

@@ -161,6 +161,7 @@ void add_bench(CLI::App& root, Action& action) {
     };
   });
   add_bench_train(*bench, action);
+  add_bench_eval(*bench, action);
 }
 
 }  // namespace recall::cli

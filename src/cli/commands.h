@@ -45,6 +45,8 @@ void add_probe(CLI::App& root, Action& action);
 void add_bench(CLI::App& root, Action& action);
 // Adds `train` under the `bench` subcommand (recall/bench_train.h).
 void add_bench_train(CLI::App& bench, Action& action);
+// Adds `eval` under the `bench` subcommand: scoring long prompts (cmd_bench_eval.cpp).
+void add_bench_eval(CLI::App& bench, Action& action);
 void add_train(CLI::App& root, Action& action);
 void add_eval(CLI::App& root, Action& action);
 void add_sample(CLI::App& root, Action& action);

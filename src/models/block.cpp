@@ -25,7 +25,8 @@ void BlockImpl::reset() {
                                                .rope(c.pos == PosKind::kRope)
                                                .bias(c.bias)
                                                .mem_kv(c.attn_mem_kv)
-                                               .scale(c.attn_scale)));
+                                               .scale(c.attn_scale)
+                                               .conv(c.attn_conv)));
   ffn = nullptr;
   if (c.ffn == FfnKind::kNone) return;
   norm2 = register_module("norm2", Norm(norm_options));

@@ -84,22 +84,25 @@ void ModelConfig::validate() const {
             fmt::format("attn_scale = {}: must be a number in (0, 1024] (1 is the standard "
                         "1 / sqrt(d_head))",
                         attn_scale));
+  check_arg(
+      attn_conv == 0 || (attn_conv >= 2 && attn_conv <= kMaxConv),
+      fmt::format("attn_conv = {}: must be 0 (none) or a width in [2, {}]", attn_conv, kMaxConv));
 }
 
 const std::vector<std::string>& model_config_keys() {
   static const std::vector<std::string> keys = {
-      "vocab_size", "d_model",   "n_layers",    "n_heads",   "seq_len", "pos",
-      "norm",       "tied_head", "bias",        "attn_rule", "ffn",     "activation",
-      "ffn_mult",   "ffn_slots", "attn_mem_kv", "attn_scale"};
+      "vocab_size", "d_model",   "n_layers",    "n_heads",    "seq_len",  "pos",
+      "norm",       "tied_head", "bias",        "attn_rule",  "ffn",      "activation",
+      "ffn_mult",   "ffn_slots", "attn_mem_kv", "attn_scale", "attn_conv"};
   return keys;
 }
 
 ModelConfig model_config_from_toml(const toml::table& table, std::vector<std::string>* used_keys) {
   ModelConfig c;
   const std::pair<const char*, int64_t*> ints[] = {
-      {"vocab_size", &c.vocab_size}, {"d_model", &c.d_model},        {"n_layers", &c.n_layers},
-      {"n_heads", &c.n_heads},       {"seq_len", &c.seq_len},        {"ffn_mult", &c.ffn_mult},
-      {"ffn_slots", &c.ffn_slots},   {"attn_mem_kv", &c.attn_mem_kv}};
+      {"vocab_size", &c.vocab_size}, {"d_model", &c.d_model},         {"n_layers", &c.n_layers},
+      {"n_heads", &c.n_heads},       {"seq_len", &c.seq_len},         {"ffn_mult", &c.ffn_mult},
+      {"ffn_slots", &c.ffn_slots},   {"attn_mem_kv", &c.attn_mem_kv}, {"attn_conv", &c.attn_conv}};
   for (const auto& [key, field] : ints)
     if (const toml::node* n = table.get(key)) *field = read_int(*n, key);
   if (const toml::node* n = table.get("attn_scale")) c.attn_scale = read_real(*n, "attn_scale");

@@ -25,12 +25,21 @@ void AttentionImpl::reset() {
   check_arg(std::isfinite(options.scale()) && options.scale() > 0,
             fmt::format("attn_scale = {}: must be a finite number > 0", options.scale()));
   check_arg(options.mem_kv() >= 0, fmt::format("attn_mem_kv = {}: must be >= 0", options.mem_kv()));
+  check_arg(options.conv() == 0 || (options.conv() >= 2 && options.conv() <= kMaxConv),
+            fmt::format("attn_conv = {}: must be 0 (none) or a width in [2, {}]", options.conv(),
+                        kMaxConv));
   qkv = register_module("qkv", make_linear(D, 3 * D, options.bias()));
   out = register_module("out", make_linear(D, D, options.bias()));
   if (options.mem_kv() > 0) {
     const int64_t N = options.mem_kv();
     mem_k = register_parameter("mem_k", torch::randn({H, N, d_head()}) / std::sqrt(d_head()));
     mem_v = register_parameter("mem_v", torch::randn({H, N, d_head()}) * kInitStd);
+  }
+  if (options.conv() > 0) {
+    // the identity (c_0 = 1): training starts from plain attention and learns what to mix in
+    auto c = torch::zeros({3 * D, options.conv()});
+    c.select(1, 0).fill_(1.0);
+    conv = register_parameter("conv", c);
   }
   // After set_rule(ssmax) a clone must register the scale too (ssmax is non-null in the copy).
   if (options.rule() == BetaRule::kSsmax || ssmax)
@@ -56,11 +65,34 @@ torch::Tensor AttentionImpl::logit_scale(int64_t T, const torch::TensorOptions& 
   return (beta_for(options.rule(), M, L, 1.0) * inv_sqrt_d).to(like).unsqueeze(0);  // (1, T)
 }
 
-std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int64_t offset) {
-  const int64_t B = x.size(0), T = x.size(1), H = options.n_heads();
-  auto qkv_heads =
-      fast_linear(x, qkv->weight, qkv->bias).view({B, T, 3, H, d_head()});  // (B, T, 3, H, dh)
-  auto parts = qkv_heads.unbind(2);  // views (B, T, H, dh), rows 3 D apart
+torch::Tensor AttentionImpl::convolve(const torch::Tensor& z, const torch::Tensor& before) const {
+  const int64_t B = z.size(0), T = z.size(1), C = z.size(2), W = options.conv();
+  auto past = before.defined() ? before : torch::zeros({B, W - 1, C}, z.options());
+  auto full = torch::cat({past, z}, 1);  // (B, W - 1 + T, C): row W - 1 + t is position t
+  auto y = z * conv.select(1, 0);
+  for (int64_t j = 1; j < W; ++j) y = y + full.narrow(1, W - 1 - j, T) * conv.select(1, j);
+  return y;  // (B, T, C)
+}
+
+std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int64_t offset,
+                                                    torch::Tensor* tail) {
+  const int64_t B = x.size(0), T = x.size(1), H = options.n_heads(), W = options.conv();
+  auto z = fast_linear(x, qkv->weight, qkv->bias);  // (B, T, 3 D)
+  if (W > 0) {
+    const torch::Tensor before = tail ? *tail : torch::Tensor();
+    auto y = convolve(z, before);
+    if (tail) {
+      auto full = before.defined() ? torch::cat({before, z}, 1) : z;
+      // the last W - 1 rows, zeros in front while fewer positions have been seen
+      if (full.size(1) < W - 1)
+        full =
+            torch::cat({torch::zeros({B, W - 1 - full.size(1), z.size(2)}, z.options()), full}, 1);
+      *tail = full.narrow(1, full.size(1) - (W - 1), W - 1).contiguous();  // (B, W - 1, 3 D)
+    }
+    z = y;
+  }
+  auto qkv_heads = z.view({B, T, 3, H, d_head()});  // (B, T, 3, H, dh)
+  auto parts = qkv_heads.unbind(2);                 // views (B, T, H, dh), rows 3 D apart
   if (options.rope()) {
     auto tables = rope_tables(offset + T, d_head(), x.options());
     if (offset > 0) tables = {tables.cos.narrow(0, offset, T), tables.sin.narrow(0, offset, T)};
@@ -100,7 +132,7 @@ torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, Attenti
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
   const int64_t offset = kv.length();
-  auto [q, k, v] = project(x, offset);  // (B, T, H, dh) each, at positions offset..
+  auto [q, k, v] = project(x, offset, &kv.tail);  // (B, T, H, dh) each, at positions offset..
   kv.k = offset > 0 ? torch::cat({kv.k, k}, 1) : k.contiguous();  // (B, offset + T, H, dh)
   kv.v = offset > 0 ? torch::cat({kv.v, v}, 1) : v.contiguous();
   auto w = attention_weights(q, with_memories(mem_k, kv.k), offset);  // (B, H, T, N + offset + T)

@@ -54,32 +54,42 @@ void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status);
 }
 
+// The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its
+// last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item)), each block's
+// weights stay there for the backward; without, each thread reuses one block's scratch, so
+// inference at long context needs no (T x T) buffer per item.
+void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
+            double alpha, const Layout& lay, float* probs, torch::Tensor& y) {
+  const int64_t H = q.size(2), d = q.size(3);
+  at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(probs ? 0 : static_cast<size_t>(kBlock * lay.width(lay.T - 1)));
+    for (int64_t i = begin; i < end; ++i) {
+      const auto qi = item_of(q, q.data_ptr<float>(), i / H, i % H);
+      const auto ki = item_of(k, k.data_ptr<float>(), i / H, i % H);
+      const auto vi = item_of(v, v.data_ptr<float>(), i / H, i % H);
+      const auto yi = item_of(y, y.data_ptr<float>(), i / H, i % H);
+      for (size_t b = 0; b < lay.offset.size(); ++b) {
+        const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
+        float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch.data();  // (r, w)
+        gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f, P,
+             w);  // alpha q_blk k^T
+        // In place; row t0 + j sees the memories and context keys up to its own position.
+        row_math::causal_softmax_rows(P, r, w, n_mem + t0);
+        gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
+      }
+    }
+  });
+}
+
 struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q_in,
                                const torch::Tensor& k_in, const torch::Tensor& v_in, int64_t n_mem,
                                double alpha) {
     auto q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
-    const int64_t B = q.size(0), T = q.size(1), H = q.size(2), d = q.size(3);
-    const Layout lay(T, n_mem);
-    auto probs = torch::empty({B * H, lay.item}, q.options());  // packed softmax weights
-    auto y = torch::empty({B, T, H, d}, q.options());
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const auto qi = item_of(q, q.data_ptr<float>(), i / H, i % H);
-        const auto ki = item_of(k, k.data_ptr<float>(), i / H, i % H);
-        const auto vi = item_of(v, v.data_ptr<float>(), i / H, i % H);
-        const auto yi = item_of(y, y.data_ptr<float>(), i / H, i % H);
-        for (size_t b = 0; b < lay.offset.size(); ++b) {
-          const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
-          float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];  // (r, w)
-          gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f,
-               P, w);  // alpha q_blk k^T
-          // In place; row t0 + j sees the memories and context keys up to its own position.
-          row_math::causal_softmax_rows(P, r, w, n_mem + t0);
-          gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
-        }
-      }
-    });
+    const Layout lay(q.size(1), n_mem);
+    auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q.options());  // packed weights
+    auto y = torch::empty(q.sizes(), q.options());                              // (B, T, H, d)
+    attend(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
     ctx->save_for_backward({q, k, v, probs});
     ctx->saved_data["n_mem"] = n_mem;
     ctx->saved_data["alpha"] = alpha;
@@ -151,7 +161,14 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                     q.scalar_type() == torch::kFloat32 && k.scalar_type() == torch::kFloat32 &&
                     v.scalar_type() == torch::kFloat32 && q.numel() > 0;
   if (!fast) return causal_attention_reference(q, k, v, n_mem, alpha);
-  return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (grad) return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);
+  // inference: the same blocks without keeping their weights
+  auto qc = unit_last_stride(q), kc = unit_last_stride(k), vc = unit_last_stride(v);
+  auto y = torch::empty(q.sizes(), q.options());  // (B, T, H, d)
+  attend(qc, kc, vc, n_mem, alpha, Layout(q.size(1), n_mem), nullptr, y);
+  return y;
 }
 
 }  // namespace recall

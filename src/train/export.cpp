@@ -40,6 +40,7 @@ nlohmann::json model_json(const ModelConfig& c) {
           {"ffn_mult", c.ffn_mult},
           {"ffn_slots", c.ffn_slots},
           {"attn_mem_kv", c.attn_mem_kv},
+          {"attn_conv", c.attn_conv},
           {"norm_eps", 1e-5},
           {"rope_base", 10000.0}};
 }

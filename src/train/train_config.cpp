@@ -199,7 +199,8 @@ std::vector<std::pair<std::string, std::string>> model_items(const ModelConfig& 
       {"ffn_mult", std::to_string(m.ffn_mult)},
       {"ffn_slots", std::to_string(m.ffn_slots)},
       {"attn_mem_kv", std::to_string(m.attn_mem_kv)},
-      {"attn_scale", toml_real(m.attn_scale)}};
+      {"attn_scale", toml_real(m.attn_scale)},
+      {"attn_conv", std::to_string(m.attn_conv)}};
   std::vector<std::pair<std::string, std::string>> items;
   for (const auto& key : model_config_keys()) items.emplace_back(key, value.at(key));
   return items;

@@ -35,6 +35,50 @@ TEST(Extrapolate, PointsPerCheckpointRuleAndLength) {
   EXPECT_DOUBLE_EQ(points[7].loss, points[3].loss);
 }
 
+TEST(Extrapolate, PairsGrowWithTheLengthUpToTheKeys) {
+  // vocab 16: 7 keys; trained with 2 pairs in 16 tokens
+  ExtrapolateConfig config;
+  config.checkpoints = {test::trained_small_mqar()};
+  config.lengths = {1, 2, 4, 8};
+  config.pairs = PairsAtLength::kGrow;
+  set_threads(1);
+  const auto grow = extrapolate(config);
+  config.pairs = PairsAtLength::kFixed;
+  const auto fixed = extrapolate(config);
+  set_threads(0);
+  ASSERT_EQ(grow.size(), 4u);
+  const int64_t want[] = {2, 4, 7, 7};
+  for (size_t i = 0; i < grow.size(); ++i) {
+    EXPECT_EQ(grow[i].pairs, want[i]) << grow[i].multiple;
+    EXPECT_EQ(fixed[i].pairs, 2);
+  }
+  // the same prompts at the training length; more pairs score more queries further on
+  EXPECT_DOUBLE_EQ(grow[0].accuracy, fixed[0].accuracy);
+  EXPECT_NE(grow[2].loss, fixed[2].loss);
+  EXPECT_THROW(pairs_at_length_from_string("more"), std::invalid_argument);
+}
+
+// The preset as shipped, seed 0 on one thread: mqar-tiny recalls by content, without positions,
+// within a third of its steps, and keeps recalling at 4x its length with 4x the pairs. A fixed
+// seed, so the test is exact and can fail: the preset must learn, not one seed in several.
+TEST(Extrapolate, MqarTinyLearnsAndKeepsRecallingAtLength) {
+  test::TempDir dir;
+  ExtrapolateConfig config;
+  config.train_config = "mqar-tiny";
+  config.sets = {"steps=300"};
+  config.out_dir = dir / "runs";
+  config.rules = {BetaRule::kNone};
+  config.lengths = {1, 4};
+  config.pairs = PairsAtLength::kGrow;
+  set_threads(1);
+  const auto points = extrapolate(config);
+  set_threads(0);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_GE(points[0].accuracy, 0.99);
+  EXPECT_EQ(points[1].pairs, 15);  // 4 x 8 capped at the vocabulary's 15 keys
+  EXPECT_GE(points[1].accuracy, 0.95);
+}
+
 TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
   test::TempDir dir;
   const std::string ckpt = test::trained_small_mqar();
@@ -56,6 +100,7 @@ TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
   const test::UsageCases bad = {
       {{"extrapolate", "--checkpoints", ckpt, "--lengths", "65"}, "--lengths 65"},
       {{"extrapolate", "--checkpoints", ckpt, "--rules", "slow"}, "--rules"},
+      {{"extrapolate", "--checkpoints", ckpt, "--pairs", "more"}, "--pairs 'more'"},
       {{"extrapolate", "--checkpoints", dir / "none"}, "none"},
       {{"extrapolate"}, "--checkpoints"},
       {{"extrapolate", "--checkpoints", ckpt, "--config", dir / "tiny.toml", "--out", dir / "r"},

@@ -31,6 +31,16 @@ TEST(KvCache, IncrementalLogitsEqualTheFullForward) {
   mem.norm = NormKind::kLayerNorm;
   mem.bias = true;
   configs.push_back(mem);
+  // the convolution's tail carried across calls, on its own and beside RoPE and memories
+  for (int64_t conv : {2, 3}) {
+    auto c = small(PosKind::kNone, BetaRule::kSu, FfnKind::kNone);
+    c.attn_conv = conv;
+    configs.push_back(c);
+  }
+  auto conv_rope = small(PosKind::kRope, BetaRule::kQwen, FfnKind::kMlp);
+  conv_rope.attn_conv = 6;  // wider than the first call's 4 tokens
+  conv_rope.attn_mem_kv = 2;
+  configs.push_back(conv_rope);
   auto glu = small(PosKind::kRope, BetaRule::kSsmax, FfnKind::kGlu);
   glu.tied_head = true;
   configs.push_back(glu);

@@ -32,6 +32,7 @@ std::vector<ModelConfig> tiny_configs() {
   b.activation = Activation::kSilu;
   b.bias = true;
   auto c = tiny(PosKind::kNone, NormKind::kRmsNorm, FfnKind::kLearnedKv, BetaRule::kYarn);
+  c.attn_conv = 3;
   auto d = tiny(PosKind::kRope, NormKind::kLayerNorm, FfnKind::kNone, BetaRule::kQwen);
   auto e = tiny(PosKind::kLearned, NormKind::kLayerNorm, FfnKind::kMlp, BetaRule::kNone);
   e.bias = true;

@@ -36,6 +36,14 @@ inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
   auto y = torch::zeros({B, T, D}, x.options());
   for (int64_t b = 0; b < B; ++b) {
     auto qkv = linear_naive(x[b], a.qkv);  // (T, 3D)
+    if (a.options.conv() > 0) {
+      // each channel: sum over j < W of c_j times the projection of position t - j
+      auto mixed = torch::zeros_like(qkv);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < a.options.conv() && j <= t; ++j)
+          mixed[t] += a.conv.select(1, j) * qkv[t - j];
+      qkv = mixed;
+    }
     for (int64_t h = 0; h < H; ++h) {
       for (int64_t t = 0; t < T; ++t) {
         auto q = qkv[t].slice(0, h * dh, (h + 1) * dh);

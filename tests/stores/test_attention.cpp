@@ -51,6 +51,56 @@ TEST(ModelAttention, MemoryKeyValuesMatchTheNaiveLoops) {
   }
 }
 
+Attention make_conv_attention(int64_t conv, bool rope, int64_t mem_kv) {
+  torch::manual_seed(2);
+  Attention a(AttentionOptions(8, 2, 4).rope(rope).mem_kv(mem_kv).conv(conv));
+  a->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  for (auto& p : a->parameters()) p.normal_(0.0, 0.5);
+  return a;
+}
+
+TEST(ModelAttention, ConvolutionMatchesTheNaiveLoops) {
+  for (int64_t conv : {2, 3, 9})  // 9 > T = 7: taps past the sequence start see zeros
+    for (bool rope : {true, false}) {
+      auto a = make_conv_attention(conv, rope, rope ? 2 : 0);
+      EXPECT_LT(max_error(a, torch::kFloat64), 1e-12) << "conv " << conv << " rope " << rope;
+      EXPECT_LT(max_error(a, torch::kFloat32), 2e-5) << "conv " << conv << " rope " << rope;
+    }
+}
+
+TEST(ModelAttention, ConvolutionIsCausal) {
+  // Changing the input at positions >= t leaves the outputs before t exactly as they were.
+  auto a = make_conv_attention(3, false, 0);
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 9, 8}, torch::kFloat64);
+  const auto y = a->forward(x);
+  for (int64_t t = 1; t < 9; ++t) {
+    auto x2 = x.clone();
+    x2.narrow(1, t, 9 - t).normal_();
+    const auto y2 = a->forward(x2);
+    EXPECT_TRUE(torch::equal(y.narrow(1, 0, t), y2.narrow(1, 0, t))) << "t = " << t;
+    EXPECT_FALSE(torch::allclose(y.narrow(1, t, 1), y2.narrow(1, t, 1))) << "t = " << t;
+  }
+}
+
+TEST(ModelAttention, ConvolutionStartsAsTheIdentity) {
+  // At initialisation c_0 = 1 and the rest 0: the same outputs as attention without one.
+  torch::manual_seed(3);
+  Attention plain(AttentionOptions(8, 2, 4).conv(0));
+  torch::manual_seed(3);
+  Attention conv(AttentionOptions(8, 2, 4).conv(4));
+  ASSERT_EQ(conv->conv.sizes(), (std::vector<int64_t>{24, 4}));
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 6, 8});
+  EXPECT_TRUE(torch::allclose(plain->forward(x), conv->forward(x), 1e-6, 1e-7));
+}
+
+TEST(ModelAttention, ConvolutionWidthIsChecked) {
+  for (int64_t conv : {int64_t{-1}, int64_t{1}, kMaxConv + 1})
+    EXPECT_THROW(Attention(AttentionOptions(8, 2, 4).conv(conv)), std::invalid_argument) << conv;
+}
+
 TEST(ModelAttention, HeadMaskScalesEachHeadsOutput) {
   auto a = make_attention(BetaRule::kSu, true, 0, 4);
   a->head_mask = torch::tensor({0.0, 1.0}, torch::kFloat64);  // head 0 ablated

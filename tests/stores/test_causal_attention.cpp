@@ -40,6 +40,23 @@ TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
   for (int i = 0; i < 4; ++i) EXPECT_LT(err[i], 1e-3) << "sharp, part " << i;
 }
 
+TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
+  if (!fast_gemm_available()) GTEST_SKIP() << "no dnnl_sgemm: the reference is used";
+  // Without gradients the kernel keeps no weights (one block's scratch per thread): the same
+  // blocks and sums, so the same bits; and the reference's values within 1e-4.
+  for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {150, 3}, {300, 0}}) {
+    torch::manual_seed(9);
+    auto q = torch::randn({2, T, 3, 2, 8}).select(2, 0), k = torch::randn({2, N + T, 2, 8});
+    auto v = torch::randn({2, N + T, 2, 8});
+    const auto trained = causal_attention(q.detach().requires_grad_(true), k, v, N, 0.4).detach();
+    torch::NoGradGuard no_grad;
+    const auto inferred = causal_attention(q, k, v, N, 0.4);
+    EXPECT_TRUE(torch::equal(trained, inferred)) << "T " << T << " N " << N;
+    EXPECT_LT((inferred - causal_attention_reference(q, k, v, N, 0.4)).abs().max().item<double>(),
+              1e-4);
+  }
+}
+
 TEST(ModelCausalAttention, RejectsMismatchedShapes) {
   auto q = torch::randn({2, 4, 1, 8}), k = torch::randn({2, 6, 1, 8});
   EXPECT_THROW(causal_attention(q, k, k, 1, 1.0), std::invalid_argument);  // 6 != 1 + 4

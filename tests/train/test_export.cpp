@@ -72,6 +72,11 @@ std::vector<Case> cases() {
     add("ffn_" + to_string(f), [&](ModelConfig& c) { c.ffn = f; });
   for (BetaRule r : all_beta_rules())
     add("rule_" + to_string(r), [&](ModelConfig& c) { c.attn_rule = r; });
+  add("conv_nopos", [](ModelConfig& c) {
+    c.pos = PosKind::kNone;
+    c.attn_conv = 3;
+    c.attn_rule = BetaRule::kSu;
+  });
   add("layernorm_bias_tied_memkv", [](ModelConfig& c) {
     c.norm = NormKind::kLayerNorm;
     c.bias = true;

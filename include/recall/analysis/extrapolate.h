@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "recall/analysis/inspect.h"
 #include "recall/stores/beta_rule.h"
 
 namespace recall {
@@ -30,7 +31,8 @@ struct ExtrapolateConfig {
   std::vector<BetaRule> rules;
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size, as recall eval's
-  torch::Device device = torch::kCPU;  // where runs train and checkpoints are evaluated
+  PairsAtLength pairs = PairsAtLength::kFixed;  // the mqar pairs of the longer prompts
+  torch::Device device = torch::kCPU;           // where runs train and checkpoints are evaluated
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };
@@ -40,6 +42,7 @@ struct ExtrapolatePoint {
   BetaRule trained = BetaRule::kNone;  // the rule the checkpoint was trained with
   BetaRule rule = BetaRule::kNone;     // the rule at evaluation
   int64_t multiple = 1, seq_len = 0;
+  int64_t pairs = 0;  // mqar pairs in each prompt
   double accuracy = 0, loss = 0;
 };
 

@@ -64,15 +64,30 @@ struct HeadReport {
 
 struct AttentionReport {
   int64_t seq_len = 0;
+  int64_t pairs = 0;  // mqar pairs in each prompt
   BetaRule rule = BetaRule::kNone;
   double accuracy = 0;  // the model's mqar accuracy on the same prompts
+  int64_t prompts = 0;  // sequences read
   std::vector<HeadReport> heads;
 };
 
-// The evaluation prompts of `recall eval` at length seq_len: `batches` batches of the training
-// batch size from the generator of the training run's evaluation set.
+// How many mqar pairs a prompt of `multiple` times the training length holds. fixed: the trained
+// number, so that only the filler between the queries grows; grow: `multiple` times it, up to
+// the keys the vocabulary holds ((vocab_size - 1) / 2), so that a longer context holds more
+// memories, not only more copies of the filler.
+enum class PairsAtLength { kFixed, kGrow };
+std::string to_string(PairsAtLength v);
+// Throws std::invalid_argument naming the value and the accepted names.
+PairsAtLength pairs_at_length_from_string(const std::string& s);
+int64_t mqar_pairs_at(const TrainConfig& config, int64_t multiple, PairsAtLength mode);
+
+// The evaluation prompts of `recall eval` at length seq_len: `batches` times the training batch
+// size of sequences (at most max_sequences when > 0) from the generator of the training run's
+// evaluation set, in batches of at most kEvalTokens tokens. mqar prompts hold `pairs` pairs (0:
+// the trained number).
+inline constexpr int64_t kEvalTokens = 16384;
 std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
-                                  int64_t batches);
+                                  int64_t batches, int64_t pairs = 0, int64_t max_sequences = 0);
 
 // Per head statistics of `model` on mqar batches with `pairs` key/value pairs.
 std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
@@ -82,11 +97,16 @@ std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batc
 void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>& set,
                   std::vector<HeadReport>& heads);
 
+// inspect reads every head's weights over whole prompts, (B, H, T, T) per layer: at m times the
+// training length it takes 1/m of the prompts (the same tokens), and at least this many.
+inline constexpr int64_t kInspectMinSequences = 4;
+
 struct InspectConfig {
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of the training length
   std::vector<BetaRule> rules = all_beta_rules();
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size
   bool ablate = true;   // score the model once more per head with that head zeroed
+  PairsAtLength pairs = PairsAtLength::kFixed;  // the mqar pairs of the longer prompts
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };

@@ -49,6 +49,9 @@ struct ModelConfig {
   // The attention logit multiplier relative to the standard 1 / sqrt(d_head) (the sharpness beta in
   // units of the standard one); the beta rules multiply it.
   double attn_scale = 1.0;
+  // Width of the causal depthwise convolution of q, k, v (attention.h); 0: none. With pos = none it
+  // lets recall depend on content alone, so that only the number of memories changes with length.
+  int64_t attn_conv = 0;
   void validate() const;
   int64_t head_dim() const { return d_model / n_heads; }
 };

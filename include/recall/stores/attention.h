@@ -7,6 +7,12 @@
 // query. As a store: the memories of query t are the N learned key/values and the t + 1 context
 // ones; keys()/values() are the N learned ones (H, N, d_head), recall_weights the attention
 // weights.
+//
+// With conv = W >= 2 (Primer's multi-dconv-head attention), each channel of the q, k and v
+// projections is a causal depthwise convolution of width W over positions before the heads split:
+//   z'_t = sum_{j < W} c_j * z_{t-j}   (z_{t-j} = 0 before the sequence starts),
+// so a key can hold its token's predecessor. That is how a model without positions forms the key ->
+// value link of associative recall from content alone (docs/science.md §7).
 #pragma once
 #include <torch/torch.h>
 
@@ -14,6 +20,9 @@
 #include "recall/stores/store.h"
 
 namespace recall {
+
+// The widest convolution of q, k, v (attn_conv): a short one is all that content recall needs.
+inline constexpr int64_t kMaxConv = 16;
 
 struct AttentionOptions {
   AttentionOptions(int64_t d_model, int64_t n_heads, int64_t seq_len)
@@ -26,12 +35,14 @@ struct AttentionOptions {
   TORCH_ARG(bool, bias) = false;
   TORCH_ARG(int64_t, mem_kv) = 0;
   TORCH_ARG(double, scale) = 1.0;  // logit multiplier on top of 1 / sqrt(d_head) and the rule
+  TORCH_ARG(int64_t, conv) = 0;    // width of the causal convolution of q, k, v; 0: none
 };
 
 // The keys and values of the positions decoded so far, for incremental decoding: k, v (B, n, H,
-// d_head), k after RoPE, without the learned memories; undefined before the first call.
+// d_head), k after RoPE, without the learned memories; undefined before the first call. With a
+// convolution, tail holds the last conv - 1 projections before it (B, conv - 1, 3 d_model).
 struct AttentionKv {
-  torch::Tensor k, v;
+  torch::Tensor k, v, tail;
   int64_t length() const { return k.defined() ? k.size(1) : 0; }
 };
 
@@ -62,8 +73,14 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
                                   int64_t offset = 0);
   // per head outputs y (B, T, H, dh) -> head_mask, then the output projection: (B, T, d_model)
   torch::Tensor output(const torch::Tensor& y);
-  // q, k, v of x after RoPE, each (B, T, H, d_head); x holds positions offset .. offset + T - 1.
-  std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0);
+  // q, k, v of x after the convolution and RoPE, each (B, T, H, d_head); x holds positions
+  // offset .. offset + T - 1. With a convolution, `tail` (when given) holds the projections of the
+  // conv - 1 positions before x (undefined at the start of a sequence) and is advanced past x.
+  std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0,
+                                       torch::Tensor* tail = nullptr);
+  // The causal depthwise convolution of projections z (B, T, C) given the conv - 1 rows before
+  // them, `before` (B, conv - 1, C), zeros when undefined: (B, T, C).
+  torch::Tensor convolve(const torch::Tensor& z, const torch::Tensor& before) const;
   // The N learned memories in front of context keys or values k (B, S, H, dh): (B, N + S, H, dh).
   torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
   // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for
@@ -77,6 +94,7 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
   torch::nn::Linear qkv{nullptr};  // d_model -> 3 d_model, output rows [q; k; v], heads inside
   torch::nn::Linear out{nullptr};  // d_model -> d_model
   torch::Tensor mem_k, mem_v;      // (H, mem_kv, d_head), mem_kv > 0 only
+  torch::Tensor conv;              // (3 d_model, conv): c_j of each q, k, v channel; conv > 0 only
   SsmaxScale ssmax{nullptr};       // rule ssmax only
   // Inspection only, not a parameter: when defined, (H,) multipliers of each head's output before
   // the output projection; zero ablates a head (recall inspect).
