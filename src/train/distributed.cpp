@@ -66,6 +66,19 @@ bool is_loopback(const std::string& addr) {
   return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
 }
 
+// "rank 3", "ranks 1, 4-6": the ranks in `ranks` (ascending), runs of them as ranges.
+std::string name_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + out;
+}
+
 }  // namespace
 
 DistEnv dist_env_from_environment() {
@@ -76,6 +89,16 @@ DistEnv dist_env_from_environment() {
     throw UsageError(fmt::format("WORLD_SIZE={} but RANK is not set; set RANK to 0..{}",
                                  e.world_size, e.world_size - 1));
   e.rank = env_int("RANK", 0, 0, e.world_size - 1);
+  // Without LOCAL_WORLD_SIZE, LOCAL_RANK cannot be checked nor the cores shared out, and no
+  // default fits every host; both unset is one process on this host (the README's example).
+  const char* lr = std::getenv("LOCAL_RANK");
+  const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+  if ((lr && *lr) != (lws && *lws))
+    throw UsageError(fmt::format(
+        "{} is set but {} is not: set both (as torchrun does: this host's number of processes "
+        "and this one's index among them) or neither (one process on this host)",
+        lr && *lr ? "LOCAL_RANK" : "LOCAL_WORLD_SIZE",
+        lr && *lr ? "LOCAL_WORLD_SIZE" : "LOCAL_RANK"));
   e.local_world_size = env_int("LOCAL_WORLD_SIZE", 1, 1, e.world_size);
   e.local_rank = env_int("LOCAL_RANK", 0, 0, e.local_world_size - 1);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
@@ -207,6 +230,17 @@ DataParallelGroup::DataParallelGroup(const DistEnv& env, std::chrono::millisecon
 #else
   const std::string where = fmt::format("rank {} of {} (store {}:{})", env.rank, env.world_size,
                                         env.master_addr, env.master_port);
+  // One deadline for the whole meeting: c10d's own waits (the store's wait for its workers, then
+  // Gloo's rendezvous) each take the full timeout, so a rank that never comes held the others
+  // for twice it.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // c10d logs a failed meeting (a client's connect timing out) on stderr beside the one line of
+  // the error below that says it: quiet (fatal only) while the ranks meet.
+  struct QuietC10d {
+    int saved = FLAGS_caffe2_log_level;
+    QuietC10d() { FLAGS_caffe2_log_level = 3; }
+    ~QuietC10d() { FLAGS_caffe2_log_level = saved; }
+  } quiet;
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(env.master_port);
@@ -214,12 +248,39 @@ DataParallelGroup::DataParallelGroup(const DistEnv& env, std::chrono::millisecon
     const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
     so.isServer = env.rank == 0 && !(agent && std::string(agent) == "True");
     so.numWorkers = static_cast<std::size_t>(env.world_size);
-    so.waitWorkers = true;
-    so.timeout = timeout;
+    so.waitWorkers = false;  // the ranks meet below, where the missing ones can be named
+    so.timeout = timeout;    // a client's connect retries until then
 #if TORCH_VERSION_MAJOR >= 2
-    so.useLibUV = false;  // the classic server: the same one in every LibTorch
+    so.useLibUV = false;     // the classic server: the same one in every LibTorch
 #endif
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    try {
+      impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    } catch (const std::exception& e) {
+      if (env.rank == 0) throw;  // it serves the store: the port is taken, say
+      std::string msg = e.what();
+      if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+      throw DistributedError(fmt::format(
+          "{}: rank 0 did not come within {} s (its store cannot be reached: {}); check that it "
+          "is started with the same MASTER_ADDR:MASTER_PORT",
+          where, timeout.count() / 1000.0, msg));
+    }
+    // Every rank marks itself present and waits for all others' marks until the deadline.
+    auto key = [](int r) { return "recall/joined/" + std::to_string(r); };
+    impl_->store->set(key(env.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+    while (!impl_->store->check(keys)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> missing;
+        for (int r = 0; r < env.world_size; ++r)
+          if (!impl_->store->check({key(r)})) missing.push_back(r);
+        throw DistributedError(fmt::format(
+            "{}: {} did not join within {} s; check that all {} are started with the same "
+            "MASTER_ADDR:MASTER_PORT",
+            where, name_ranks(missing), timeout.count() / 1000.0, env.world_size));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     if (device.is_cuda()) {
 #ifdef RECALL_HAVE_NCCL
       auto opts = c10d::ProcessGroupNCCL::Options::create();
@@ -248,6 +309,9 @@ DataParallelGroup::DataParallelGroup(const DistEnv& env, std::chrono::millisecon
 #endif
     }
   } catch (const std::invalid_argument&) {
+    impl_->abandon();
+    throw;
+  } catch (const DistributedError&) {
     impl_->abandon();
     throw;
   } catch (const std::exception& e) {

@@ -1,11 +1,13 @@
 // Data parallelism across processes: the slices of a global batch add up to it, and the real
 // binary as 2 processes (over loopback, and over a veth pair between two network namespaces) trains
-// as 1 process does on the whole batch; a rank that dies or hangs makes the other fail in time,
-// leaving a checkpoint that loads.
+// as 1 process does on the whole batch; a rank that never comes is named in time; a rank that dies
+// or hangs makes the other fail in time, leaving a checkpoint that loads, and --nproc kills a rank
+// that hangs.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -61,8 +63,20 @@ TEST(Distributed, EnvironmentIsReadAsTorchrunSetsIt) {
     ScopedEnv e({{"WORLD_SIZE", "1"}, {"RANK", "0"}});
     EXPECT_EQ(dist_env_from_environment().world_size, 1);
   }
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"RANK", "2"}, {"RANK", "x"}, {"MASTER_PORT", "70000"}, {"LOCAL_RANK", "-1"}}) {
+  {
+    ScopedEnv e({{"WORLD_SIZE", "2"}, {"RANK", "1"}});  // one process on each host
+    const DistEnv d = dist_env_from_environment();
+    EXPECT_EQ(d.local_rank, 0);
+    EXPECT_EQ(d.local_world_size, 1);
+  }
+  // LOCAL_RANK or LOCAL_WORLD_SIZE alone: both or neither
+  for (const auto& [k, v] :
+       std::vector<std::pair<std::string, std::string>>{{"RANK", "2"},
+                                                        {"RANK", "x"},
+                                                        {"MASTER_PORT", "70000"},
+                                                        {"LOCAL_RANK", "-1"},
+                                                        {"LOCAL_RANK", "0"},
+                                                        {"LOCAL_WORLD_SIZE", "2"}}) {
     ScopedEnv e({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {k, v}});
     EXPECT_THROW(dist_env_from_environment(), std::invalid_argument) << k << "=" << v;
   }
@@ -188,7 +202,7 @@ std::vector<std::string> train_args(const std::string& cfg, const std::string& o
 }
 
 // Waits for p up to `limit`; -1 when it is still running then.
-int wait_for(const test::Proc& p, std::chrono::seconds limit) {
+int wait_for(const test::Proc& p, std::chrono::steady_clock::duration limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
     int status = 0;
@@ -204,6 +218,100 @@ void wait_for_file(const std::string& path) {
   while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE(std::filesystem::exists(path)) << path;
+}
+
+// Rank `rank` of `world` started as torchrun would start it (without LOCAL_WORLD_SIZE when
+// `local` is false), on `port` of 127.0.0.1, for a long run.
+test::Proc spawn_rank(const TempDir& dir, const std::string& cfg, int rank, int world, int port,
+                      int timeout_s, bool local = true) {
+  const std::string tag = "w" + std::to_string(world) + "r" + std::to_string(rank) + "_";
+  std::vector<std::string> env{"RANK=" + std::to_string(rank),
+                               "WORLD_SIZE=" + std::to_string(world),
+                               "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
+                               "MASTER_PORT=" + std::to_string(port)};
+  if (local) env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
+  return test::spawn_cli(
+      train_args(cfg, dir / ("run_" + tag),
+                 {"--set", "steps=1000000", "--dist-timeout", std::to_string(timeout_s)}),
+      dir, env, tag);
+}
+
+// Whether something listens on TCP `port` (of any address, IPv4 or IPv6).
+bool listening(int port) {
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const auto colon = local.rfind(':');
+      if (state == "0A" && colon != std::string::npos &&
+          std::stoi(local.substr(colon + 1), nullptr, 16) == port)
+        return true;
+    }
+  }
+  return false;
+}
+
+// A rank that never comes: the others fail within --dist-timeout, exit 1, with one line naming the
+// missing ranks. Rank 0 of 3 alone, and at the same time rank 1 of 2 alone (rank 0, which serves
+// the store, never comes). Rank 0's wait is timed from when its store listens (the start of its
+// wait to meet; starting LibTorch on a loaded machine is not part of it), with 2 s for its exit.
+TEST(DistributedStart, RanksThatNeverJoinAreNamedWithinTheTimeout) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  constexpr int kTimeout = 3;
+  const int port0 = free_port();
+  const test::Proc alone0 = spawn_rank(dir, cfg, 0, 3, port0, kTimeout);
+  const test::Proc alone1 = spawn_rank(dir, cfg, 1, 2, free_port(), kTimeout);
+  const auto spawned = std::chrono::steady_clock::now();
+  while (!listening(port0) && std::chrono::steady_clock::now() - spawned < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto waiting = std::chrono::steady_clock::now();
+  int code = wait_for(alone0, std::chrono::seconds(kTimeout + 2));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
+  if (code == -1) ::kill(alone0.pid, SIGKILL);
+  std::string err = test::read_text(alone0.err_file);
+  EXPECT_EQ(code, 1) << "after " << took << " s: " << err;
+  EXPECT_GE(took, kTimeout - 0.5) << err;
+  EXPECT_NE(err.find("error: rank 0 of 3 (store 127.0.0.1:" + std::to_string(port0) +
+                     "): ranks 1, 2 did not join within 3 s"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  if (code == -1) test::wait_cli(alone0);
+
+  code = wait_for(alone1, std::chrono::seconds(kTimeout + 30));  // from here: it is well past
+  if (code == -1) ::kill(alone1.pid, SIGKILL);
+  err = test::read_text(alone1.err_file);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_NE(err.find("rank 0 did not come within 3 s"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  if (code == -1) test::wait_cli(alone1);
+}
+
+// A torchrun-style environment without LOCAL_WORLD_SIZE is refused at every rank (exit 2, one
+// line naming it), before any rank waits for another.
+TEST(DistributedStart, LocalRankWithoutLocalWorldSizeIsRefusedAtEveryRank) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  const int port = free_port();
+  std::vector<test::Proc> ranks;
+  for (int r = 0; r < 2; ++r) ranks.push_back(spawn_rank(dir, cfg, r, 2, port, 600, false));
+  for (const auto& p : ranks) {
+    const int code = wait_for(p, std::chrono::seconds(60));
+    if (code == -1) ::kill(p.pid, SIGKILL);
+    const std::string err = test::read_text(p.err_file);
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_EQ(err.rfind("error: LOCAL_RANK is set but LOCAL_WORLD_SIZE is not", 0), 0u) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    if (code == -1) test::wait_cli(p);
+  }
 }
 
 // 2 processes with half the batch each follow 1 process with the whole batch: the same data in
@@ -380,6 +488,60 @@ TEST(DistributedFault, KilledWriterMakesTheOtherRankFail) {
 
 TEST(DistributedFault, HungRankMakesTheOtherFailAfterTheTimeout) {
   fault(1, SIGSTOP, 3);
+}
+
+// The value of `name` in process `pid`'s environment ("" when unset).
+std::string environ_value(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  for (std::string entry; std::getline(in, entry, '\0');)
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  return "";
+}
+
+// --nproc 2: rank 0 killed, rank 1 stopped (a hang it cannot leave on its own). The launcher kills
+// rank 1 once --dist-timeout plus 10 s have passed since rank 0 failed, and exits with rank 0's
+// code.
+TEST(DistributedFault, LauncherKillsARankStillRunningAfterTheTimeout) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  constexpr int kTimeout = 2;
+  const test::Proc launcher =
+      test::spawn_cli(train_args(cfg, dir / "run",
+                                 {"--set", "steps=1000000", "--set", "checkpoint_every=3",
+                                  "--nproc", "2", "--dist-timeout", std::to_string(kTimeout)}),
+                      dir, {}, "launcher_");
+  wait_for_file(dir / "run/checkpoint.bin");
+  pid_t rank[2] = {-1, -1};
+  {
+    const std::string id = std::to_string(launcher.pid);
+    std::ifstream children("/proc/" + id + "/task/" + id + "/children");
+    for (pid_t child; children >> child;) {
+      const std::string r = environ_value(child, "RANK");
+      if (r == "0" || r == "1") rank[std::stoi(r)] = child;
+    }
+  }
+  ASSERT_GT(rank[0], 0);
+  ASSERT_GT(rank[1], 0);
+  ::kill(rank[1], SIGSTOP);
+  // stopped before rank 0 dies, so that it cannot notice and exit on its own
+  EXPECT_EQ(test::wait_for_stopped(rank[1], true), "T");
+  ::kill(rank[0], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int code = wait_for(launcher, std::chrono::seconds(kTimeout + 10 + 20));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  if (code == -1) {
+    ::kill(-launcher.pid, SIGKILL);
+    ::kill(rank[1], SIGKILL);
+    test::wait_cli(launcher);
+  }
+  const std::string err = test::read_text(launcher.err_file);
+  EXPECT_EQ(code, 128 + SIGKILL) << err;
+  EXPECT_GE(took, kTimeout + 10 - 0.5) << err;  // not before the ranks' own chance to fail
+  EXPECT_NE(err.find("rank 0 exited with code 137"), std::string::npos) << err;
+  // rank 1 was reaped: its pid is no process of ours now
+  EXPECT_NE(environ_value(rank[1], "RANK"), "1");
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ struct DistEnv {
 };
 
 // Reads the variables; WORLD_SIZE unset or 1 is one process. Throws UsageError naming a variable
-// that is malformed or out of range.
+// that is malformed or out of range, or LOCAL_RANK or LOCAL_WORLD_SIZE set without the other.
 DistEnv dist_env_from_environment();
 
 // Intra-op threads for this process when none were asked for: the default thread count shared
