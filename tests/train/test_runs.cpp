@@ -15,7 +15,8 @@ namespace {
 using test::TempDir;
 
 TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
-  for (const char* name : {"mqar-tiny", "facts-tiny", "text-tiny", "text-small", "bench-gpt"}) {
+  for (const char* name :
+       {"mqar-tiny", "mqar-extrapolate", "facts-tiny", "text-tiny", "text-small", "bench-gpt"}) {
     const std::string file = std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml";
     const auto c = train_config_from_file(file);
     EXPECT_GE(c.trainer.steps, 1) << name;
@@ -26,7 +27,8 @@ TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
     ASSERT_TRUE(text) << name;
     EXPECT_EQ(*text, test::read_text(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml"));
   }
-  EXPECT_EQ(preset_names().size(), 5u);  // mqar-tiny, facts-tiny, text-tiny, text-small, bench-gpt
+  // mqar-tiny, mqar-extrapolate, facts-tiny, text-tiny, text-small, bench-gpt
+  EXPECT_EQ(preset_names().size(), 6u);
   EXPECT_FALSE(preset_toml("missing"));
 }
 

@@ -1,5 +1,6 @@
-// The preset configs of models/ (mqar-tiny, facts-tiny, text-tiny, bench-gpt), compiled into the
-// library: `--config mqar-tiny` works from any folder, and `recall report` needs no source tree.
+// The preset configs of models/ (mqar-tiny, mqar-extrapolate, facts-tiny, text-tiny, text-small,
+// bench-gpt), compiled into the library: `--config mqar-tiny` works from any folder, and
+// `recall report` needs no source tree.
 #pragma once
 #include <optional>
 #include <string>
