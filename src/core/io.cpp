@@ -63,6 +63,22 @@ int remove_atomic_leftovers(const std::string& path) {
   return removed;
 }
 
+namespace {
+
+// Whether a file can be created in `dir`: access() passes for root where nothing can be created
+// (/proc, a read-only mount), so one is created and removed, named as write_file_atomic's
+// temporaries are so that remove_atomic_leftovers finds it should the process die in between.
+bool can_create_in(const fs::path& dir, const std::string& name) {
+  std::string tmpl = (dir / fmt::format(".{}.tmpXXXXXX", name.empty() ? "check" : name)).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) return false;
+  ::close(fd);
+  ::unlink(tmpl.c_str());
+  return true;
+}
+
+}  // namespace
+
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) throw UsageError(fmt::format("{} is empty: give a file path", flag));
   const fs::path target(path);
@@ -70,10 +86,13 @@ void check_output_path(const std::string& flag, const std::string& path) {
   if (fs::is_directory(target, ec))
     throw UsageError(fmt::format("{} {}: is a folder, give a file path", flag, path));
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("{} {}: {} is a file, not a folder; give a file path", flag, path,
+                                 dir.string()));
   if (!fs::is_directory(dir, ec))
     throw UsageError(
         fmt::format("{} {}: folder {} does not exist; create it first", flag, path, dir.string()));
-  if (::access(dir.c_str(), W_OK) != 0)
+  if (::access(dir.c_str(), W_OK) != 0 || !can_create_in(dir, target.filename().string()))
     throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, path, dir.string()));
 }
 
@@ -84,7 +103,7 @@ void check_output_dir(const std::string& flag, const std::string& dir) {
   if (fs::exists(p, ec) && !fs::is_directory(p, ec))
     throw UsageError(fmt::format("{} {}: is a file, give a folder", flag, dir));
   while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
+  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0 || !can_create_in(p, "check"))
     throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, dir, p.string()));
 }
 
