@@ -1,10 +1,13 @@
 #include "recall/core/io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +18,24 @@
 namespace recall {
 namespace fs = std::filesystem;
 
+namespace {
+
+// RECALL_STOP_IN_WRITE=NAME:N stops the process (SIGSTOP) halfway through its Nth atomic write of
+// a file named NAME: the crash-safety test kills it there, so that a kill during a checkpoint
+// write is certain rather than left to the timing of random kills.
+bool stop_in_this_write(const fs::path& target) {
+  static const char* env = std::getenv("RECALL_STOP_IN_WRITE");
+  if (!env) return false;
+  static int writes = 0;
+  const std::string spec = env;
+  const auto colon = spec.rfind(':');
+  if (colon == std::string::npos || spec.substr(0, colon) != target.filename().string())
+    return false;
+  return ++writes == std::atoi(spec.c_str() + colon + 1);
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -24,9 +45,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   const char* p = content.data();
   size_t left = content.size();
+  const size_t stop_at = stop_in_this_write(target) ? content.size() / 2 : content.size() + 1;
   bool ok = true;
   while (left > 0 && ok) {
-    ssize_t n = ::write(fd, p, left);
+    const auto done = static_cast<size_t>(p - content.data());
+    if (done == stop_at) ::raise(SIGSTOP);
+    ssize_t n = ::write(fd, p, done < stop_at ? std::min(left, stop_at - done) : left);
     if (n < 0 && errno == EINTR) continue;
     ok = n > 0;
     if (ok) p += n, left -= static_cast<size_t>(n);
