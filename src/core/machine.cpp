@@ -131,8 +131,9 @@ double measure_fast_gemm_flops(const c10::Device& device, std::string* how) {
     }
   }
   if (how)
-    *how = fmt::format("{} at {} (M x K x N), the best of 5 training shapes on {} threads",
-                       gemm_backend(device), best_shape, at::get_num_threads());
+    *how = fmt::format("{} at {} (M x K x N), the best of 5 training shapes on {} thread{}",
+                       gemm_backend(device), best_shape, at::get_num_threads(),
+                       at::get_num_threads() == 1 ? "" : "s");
   return best;
 }
 
