@@ -62,5 +62,11 @@ function(recall_add_test_suites target)
     endif()
     set_tests_properties(${names} PROPERTIES LABELS ${label} TIMEOUT 900
       SKIP_RETURN_CODE ${RECALL_SKIPPED_EXIT_CODE})
+    # The peak-rate cache (recall/core/machine.h) stays in the build folder, not the user's home.
+    set(env RECALL_CACHE_DIR=${CMAKE_BINARY_DIR}/cache)
+    if(RECALL_REQUIRE_FAST_GEMM)
+      list(APPEND env RECALL_REQUIRE_FAST_GEMM=1)
+    endif()
+    set_property(TEST ${names} APPEND PROPERTY ENVIRONMENT ${env})
   endforeach()
 endfunction()

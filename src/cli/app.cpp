@@ -10,7 +10,7 @@ void add_commands(CLI::App& app, Action& action, int& threads) {
   app.add_option("--threads", threads,
                  "intra-op threads (default: OMP_NUM_THREADS, else the CPUs allowed by affinity "
                  "and the cgroup quota)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   app.add_flag("--quiet", quiet(), "no progress or notes on stderr");
   add_theory(app, action);
   add_probe(app, action);

@@ -19,11 +19,11 @@ void add_eval(CLI::App& root, Action& action) {
   auto* cmd = root.add_subcommand("eval", "score a checkpoint on its task");
   cmd->add_option("--checkpoint", args->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--seq-len", args->seq_len, "sequence length (default: the training length)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--rule", args->rule, "attention beta rule: none, su, qwen, yarn, ssmax")
       ->check(CLI::IsMember({"none", "su", "qwen", "yarn", "ssmax"}));
   cmd->add_option("--batches", args->batches, "evaluation batches (default: eval_batches)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   add_device_option(cmd, args->device);
   cmd->callback([args, &action] {
     action = [args] {

@@ -60,6 +60,7 @@ void add_extrapolate(CLI::App& root, Action& action) {
     o->config.validate();
     check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
+    if (!o->config.out_dir.empty()) check_output_dir("--out", o->config.out_dir);
     o->config.stop = stop_on_signal();
     action = [o] {
       o->config.progress = !quiet();

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "output.h"
 #include "recall/analysis/probe_output.h"
+#include "recall/core/blas.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/machine.h"
@@ -154,6 +155,10 @@ void add_bench(CLI::App& root, Action& action) {
                           {"threads", torch::get_num_threads()},
                           {"seconds", r.seconds},
                           {"probe_gflops", r.flops / r.seconds / 1e9},
+                          // the probe's products and the GEMM timed beside them are torch::mm
+                          {"gemm", o->config.device.is_cpu()
+                                       ? fmt::format("torch::mm (OpenBLAS {})", blas_core_name())
+                                       : "torch::mm (" + o->config.device.str() + ")"},
                           {"gemm_gflops", gemm},
                           {"peak_rss_mib", peak_rss_mib()}};
       std::printf("%s\n", j.dump().c_str());

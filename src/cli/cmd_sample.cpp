@@ -54,12 +54,12 @@ void add_sample(CLI::App& root, Action& action) {
   cmd->add_option("--prompt", args->prompt, "text to continue (token ids for mqar and facts)");
   cmd->add_option("--tokens", args->tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", args->temperature, "0 picks the most likely token")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(number_in(0, 100, "in [0, 100]"));
   cmd->add_option("--top-k", args->top_k, "draw from the k most likely tokens only (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--samples", args->samples, "independent continuations, one per line")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--seed", args->seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", args->seed, "sampling seed")->check(non_negative());
   add_device_option(cmd, args->device);
   cmd->callback([args, &action] {
     action = [args] {

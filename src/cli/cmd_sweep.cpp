@@ -91,7 +91,14 @@ std::vector<Point> expand(const std::vector<Axis>& axes) {
       }
     points = next;
   }
-  for (auto& p : points) p.name = point_name(p.keys);
+  std::map<std::string, const Point*> seen;
+  for (auto& p : points) {
+    p.name = point_name(p.keys);
+    // two points in one folder would resume each other's run
+    if (!seen.emplace(p.name, &p).second)
+      throw UsageError(
+          fmt::format("--grid: the point {} is given twice (a repeated value?)", p.name));
+  }
   return points;
 }
 

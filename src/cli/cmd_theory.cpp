@@ -21,7 +21,7 @@ void add_theory(CLI::App& root, Action& action) {
       ->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--beta", o->beta, "sharpness of exp<n> and softmax")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--json", o->json,
                   "also write the table as JSON to FILE; alone or -: JSON on stdout")
       ->expected(0, 1)

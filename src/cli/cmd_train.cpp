@@ -35,7 +35,7 @@ void add_train(CLI::App& root, Action& action) {
   cmd->add_option("--dist-timeout", args->dist_timeout,
                   "seconds a process waits for the others (to start, in every gradient "
                   "exchange) before it fails (default 300)")
-      ->check(CLI::Range(1.0, 86400.0));
+      ->check(number_in(1, 86400, "in [1, 86400]"));
   cmd->callback([args, &action] {
     action = [args] {
       const auto timeout =

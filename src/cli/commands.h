@@ -3,6 +3,7 @@
 // --threads is applied first). The action returns the process exit code.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -58,5 +59,24 @@ void add_report(CLI::App& root, Action& action);
 void add_export(CLI::App& root, Action& action);
 void add_sweep(CLI::App& root, Action& action);
 void add_plot(CLI::App& root, Action& action);
+
+// A number check for a flag: finite and in [lo, hi] (CLI11's Range lets nan through, and its
+// NonNegativeNumber names DBL_MAX, 300 digits, as its bound). `bounds` is how the error says it.
+inline CLI::Validator number_in(double lo, double hi, const std::string& bounds) {
+  return CLI::Validator(
+      [lo, hi, bounds](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || v > hi)
+          return text + ": must be a number " + bounds;
+        return "";
+      },
+      bounds);
+}
+inline CLI::Validator non_negative() {
+  return number_in(0, HUGE_VAL, ">= 0");
+}
+inline CLI::Validator positive() {
+  return number_in(std::nextafter(0.0, 1.0), HUGE_VAL, "> 0");
+}
 
 }  // namespace recall::cli

@@ -12,6 +12,7 @@
 #include "recall/core/blas.h"
 #include "recall/core/error.h"
 #include "recall/core/kernels.h"
+#include "recall/core/machine.h"
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/train/distributed.h"
@@ -46,8 +47,8 @@ int main(int argc, char** argv) {
   recall::cli::Action action;
   recall::cli::add_commands(app, action, threads);
   app.set_version_flag("--version", [] {
-    return fmt::format("recall {} (default threads here: {})", RECALL_VERSION,
-                       recall::default_threads());
+    return fmt::format("recall {} (default threads here: {})\n{}", RECALL_VERSION,
+                       recall::default_threads(), recall::kernel_report());
   });
 
   if (const std::string word = unknown_command(app, argc, argv); !word.empty()) {

@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include <atomic>
+
 #include "recall/core/kernels.h"
 #include "recall/core/row_math.h"
 
@@ -14,6 +16,8 @@ namespace {
 using SgemmFn = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                         float* C, int64_t ldc);
+
+std::atomic<int64_t> sgemm_calls{0};
 
 SgemmFn sgemm_fn() {
   static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
@@ -68,6 +72,7 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   const float* pb = B.t.data_ptr<float>();
   float* pc = c.data_ptr<float>();
   auto gemm = [&](int64_t i) {
+    sgemm_calls.fetch_add(1, std::memory_order_relaxed);
     const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
                                   A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
     TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status);
@@ -180,9 +185,14 @@ bool fast_gemm_available() {
   return sgemm_fn() != nullptr;
 }
 
+int64_t fast_gemm_calls() {
+  return sgemm_calls.load(std::memory_order_relaxed);
+}
+
 int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc) {
+  sgemm_calls.fetch_add(1, std::memory_order_relaxed);
   return sgemm_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

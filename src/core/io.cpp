@@ -1,10 +1,13 @@
 #include "recall/core/io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +18,24 @@
 namespace recall {
 namespace fs = std::filesystem;
 
+namespace {
+
+// RECALL_STOP_IN_WRITE=NAME:N stops the process (SIGSTOP) halfway through its Nth atomic write of
+// a file named NAME: the crash-safety test kills it there, so that a kill during a checkpoint
+// write is certain rather than left to the timing of random kills.
+bool stop_in_this_write(const fs::path& target) {
+  static const char* env = std::getenv("RECALL_STOP_IN_WRITE");
+  if (!env) return false;
+  static int writes = 0;
+  const std::string spec = env;
+  const auto colon = spec.rfind(':');
+  if (colon == std::string::npos || spec.substr(0, colon) != target.filename().string())
+    return false;
+  return ++writes == std::atoi(spec.c_str() + colon + 1);
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -24,9 +45,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   const char* p = content.data();
   size_t left = content.size();
+  const size_t stop_at = stop_in_this_write(target) ? content.size() / 2 : content.size() + 1;
   bool ok = true;
   while (left > 0 && ok) {
-    ssize_t n = ::write(fd, p, left);
+    const auto done = static_cast<size_t>(p - content.data());
+    if (done == stop_at) ::raise(SIGSTOP);
+    ssize_t n = ::write(fd, p, done < stop_at ? std::min(left, stop_at - done) : left);
     if (n < 0 && errno == EINTR) continue;
     ok = n > 0;
     if (ok) p += n, left -= static_cast<size_t>(n);
@@ -63,6 +87,22 @@ int remove_atomic_leftovers(const std::string& path) {
   return removed;
 }
 
+namespace {
+
+// Whether a file can be created in `dir`: access() passes for root where nothing can be created
+// (/proc, a read-only mount), so one is created and removed, named as write_file_atomic's
+// temporaries are so that remove_atomic_leftovers finds it should the process die in between.
+bool can_create_in(const fs::path& dir, const std::string& name) {
+  std::string tmpl = (dir / fmt::format(".{}.tmpXXXXXX", name.empty() ? "check" : name)).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) return false;
+  ::close(fd);
+  ::unlink(tmpl.c_str());
+  return true;
+}
+
+}  // namespace
+
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) throw UsageError(fmt::format("{} is empty: give a file path", flag));
   const fs::path target(path);
@@ -70,10 +110,13 @@ void check_output_path(const std::string& flag, const std::string& path) {
   if (fs::is_directory(target, ec))
     throw UsageError(fmt::format("{} {}: is a folder, give a file path", flag, path));
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("{} {}: {} is a file, not a folder; give a file path", flag, path,
+                                 dir.string()));
   if (!fs::is_directory(dir, ec))
     throw UsageError(
         fmt::format("{} {}: folder {} does not exist; create it first", flag, path, dir.string()));
-  if (::access(dir.c_str(), W_OK) != 0)
+  if (::access(dir.c_str(), W_OK) != 0 || !can_create_in(dir, target.filename().string()))
     throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, path, dir.string()));
 }
 
@@ -84,7 +127,7 @@ void check_output_dir(const std::string& flag, const std::string& dir) {
   if (fs::exists(p, ec) && !fs::is_directory(p, ec))
     throw UsageError(fmt::format("{} {}: is a file, give a folder", flag, dir));
   while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
+  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0 || !can_create_in(p, "check"))
     throw UsageError(fmt::format("{} {}: folder {} is not writable", flag, dir, p.string()));
 }
 

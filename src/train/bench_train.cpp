@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "recall/core/error.h"
+#include "recall/core/machine.h"
 #include "recall/train/distributed.h"
 #include "recall/train/trainer.h"
 
@@ -64,8 +65,13 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Dev
   r.device = device.str();
   r.tokens_per_s = static_cast<double>(tokens_per_step(config)) / dt;
   r.step_ms = dt * 1e3;
-  r.gemm_gflops = run.peak_flops / 1e9;
-  r.mfu = r.tokens_per_s * flops_per_token(config, params) / run.peak_flops;
+  r.peak_gflops = run.peak_flops / 1e9;
+  r.peak_kind = run.peak_kind;
+  r.gemm = gemm_backend(device);
+  r.flops_per_token = flops_per_token(config, params);
+  r.useful_flops_per_token = useful_flops_per_token(config, params);
+  r.mfu = r.tokens_per_s * r.flops_per_token / run.peak_flops;
+  r.useful_mfu = r.tokens_per_s * r.useful_flops_per_token / run.peak_flops;
   r.nproc = dist_env_from_environment().world_size;
   return r;
 }
@@ -74,11 +80,16 @@ std::string to_json(const BenchTrainResult& r) {
   nlohmann::ordered_json j;
   j["impl"] = "recall-cpp";
   j["device"] = r.device;
+  j["gemm"] = r.gemm;
   j["params"] = r.params;
   j["tokens_per_s"] = std::llround(r.tokens_per_s);
   j["step_ms"] = std::round(r.step_ms * 10) / 10;
-  j["gemm_gflops"] = std::round(r.gemm_gflops * 10) / 10;
+  j["peak_gflops"] = std::round(r.peak_gflops * 10) / 10;
+  j["peak"] = r.peak_kind;
+  j["flops_per_token_6n_12ldt"] = std::llround(r.flops_per_token);
   j["mfu"] = std::round(r.mfu * 1000) / 1000;
+  j["useful_flops_per_token"] = std::llround(r.useful_flops_per_token);
+  j["useful_mfu"] = std::round(r.useful_mfu * 1000) / 1000;
   if (r.nproc > 1) j["nproc"] = r.nproc;
   return j.dump();
 }

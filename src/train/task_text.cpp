@@ -9,6 +9,7 @@
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
+#include "recall/core/machine.h"
 #include "recall/train/task.h"
 
 namespace recall {
@@ -101,6 +102,23 @@ std::string normalise(const std::string& raw) {
   return text;
 }
 
+// The corpus is held as bytes, then as 8-byte ids (and a sorted copy for the vocabulary): a file
+// larger than memory allows is refused before it is read, not met with bad_alloc minutes later.
+void check_corpus_memory(const std::string& name, uintmax_t bytes) {
+  check_memory("text_file " + name, 26.0 * static_cast<double>(bytes),
+               fmt::format("{} of text, about 26 bytes a character as text and ids",
+                           format_bytes(static_cast<double>(bytes))),
+               0);
+}
+
+// Text holds no NUL byte; a binary file would train on bytes that mean nothing.
+void check_not_binary(const std::string& name, const std::string& text) {
+  if (const auto at = text.find('\0'); at != std::string::npos)
+    throw UsageError(fmt::format(
+        "text_file {}: byte {} is a NUL; this is a binary file, not text: give a text file", name,
+        at));
+}
+
 std::string describe(int64_t unit, TextUnits kind) {
   return kind == TextUnits::kByte ? fmt::format("byte 0x{:02x}", unit)
                                   : fmt::format("U+{:04X}", unit);
@@ -120,20 +138,30 @@ TextSource read_text_source(const std::string& path) {
   TextSource source;
   source.name = name;
   if (!fs::is_directory(name, ec)) {
+    check_corpus_memory(name, fs::file_size(name, ec));
     source.text = read_file("text_file", name);
+    check_not_binary(name, source.text);
     source.files = 1;
     return source;
   }
   // Regular files only (a symbolic link repeats a file; a subfolder holds other languages in
   // Debian's fortunes), without the .dat indexes, in byte order of their names.
   std::vector<std::string> files;
+  uintmax_t bytes = 0;
   for (const auto& entry : fs::directory_iterator(name, ec))
-    if (entry.is_regular_file(ec) && !entry.is_symlink(ec) && entry.path().extension() != ".dat")
+    if (entry.is_regular_file(ec) && !entry.is_symlink(ec) && entry.path().extension() != ".dat") {
       files.push_back(entry.path().filename().string());
+      bytes += entry.file_size(ec);
+    }
   check_arg(!ec, fmt::format("text_file {}: cannot list the folder: {}", name, ec.message()));
+  check_corpus_memory(name, bytes);
   std::sort(files.begin(), files.end());
-  for (const auto& f : files)
-    source.text += normalise(read_file("text_file", (fs::path(name) / f).string()));
+  for (const auto& f : files) {
+    const std::string file = (fs::path(name) / f).string();
+    const std::string text = read_file("text_file", file);
+    check_not_binary(file, text);
+    source.text += normalise(text);
+  }
   source.files = static_cast<int64_t>(files.size());
   check_arg(!files.empty(),
             fmt::format("text_file {}: the folder holds no text files; name a file or a folder "

@@ -49,17 +49,6 @@ double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   return std::sqrt(sq);
 }
 
-// The fp32 GEMM rate, measured once per process, device and thread count: every run of a process
-// (tests train many) shares one measurement, taken before its first step.
-double gemm_gflops_cached(const torch::Device& device) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, double> measured;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = measured.try_emplace({device.str(), at::get_num_threads()}, 0.0);
-  if (fresh) it->second = measure_gemm_gflops(10, 3, device);
-  return it->second;
-}
-
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds));
   return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
@@ -91,6 +80,14 @@ double flops_per_token(const TrainConfig& config, int64_t n_params) {
   const auto& m = config.model;
   return 6.0 * static_cast<double>(n_params) +
          12.0 * static_cast<double>(m.n_layers * m.d_model * m.seq_len);
+}
+
+double useful_flops_per_token(const TrainConfig& config, int64_t n_params) {
+  const auto& m = config.model;
+  int64_t looked_up = m.pos == PosKind::kLearned ? m.seq_len * m.d_model : 0;
+  if (!m.tied_head) looked_up += m.vocab_size * m.d_model;
+  return 6.0 * static_cast<double>(n_params - looked_up) +
+         6.0 * static_cast<double>(m.n_layers * m.d_model * (m.seq_len + 1));
 }
 
 double mean_step_seconds(const std::vector<double>& step_seconds) {
@@ -302,11 +299,23 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   };
 
   const double tokens = static_cast<double>(tokens_per_step(config));
-  // MFU is measured against this machine's fp32 GEMM rate (this process's, times the processes)
+  // MFU is measured against this machine's peak fp32 rate (this process's, times the processes)
   // unless the config names a peak.
-  const double peak_flops = tc.peak_flops > 0
-                                ? tc.peak_flops
-                                : gemm_gflops_cached(options.device) * 1e9 * group.world_size();
+  PeakFlops peak;
+  if (tc.peak_flops > 0) {
+    peak.flops = tc.peak_flops;
+    peak.kind = "config";
+  } else {
+    peak = recall::peak_flops(options.device);
+  }
+  const double peak_flops = peak.flops * (tc.peak_flops > 0 ? 1 : group.world_size());
+  if (progress)
+    fmt::print(stderr, "# MFU against {}\n",
+               tc.peak_flops > 0
+                   ? fmt::format("peak {:.1f} GFLOP/s, set by peak_flops", peak_flops / 1e9)
+                   : peak.describe() + (group.world_size() > 1 ? fmt::format(", times {} processes",
+                                                                             group.world_size())
+                                                               : std::string()));
   const double flops_token = flops_per_token(config, model->num_parameters());
   // With data-parallel workers, this thread's share of a step (adding up the workers' gradients,
   // the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded, because an
@@ -315,6 +324,7 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   if (workers > 1 && fast_kernels(options.device)) one_thread.emplace(1);
   TrainResult result;
   result.peak_flops = peak_flops;
+  result.peak_kind = peak.kind;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = step;
   bool mfu_explained = false;
@@ -365,9 +375,9 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
       if (progress && mfu > 1 && !std::exchange(mfu_explained, true))
         fmt::print(
             stderr,
-            "# MFU is over 100 %: the GEMM rate it divides by ({:.0f} GFLOP/s) was "
-            "measured while the cores were busy; --set peak_flops=F gives the idle rate (FLOP/s)\n",
-            peak_flops / 1e9);
+            "# MFU is over 100 %: the peak it divides by ({:.0f} GFLOP/s, {}) is below the rate "
+            "this run reached; --set peak_flops=F gives the machine's peak (FLOP/s)\n",
+            peak_flops / 1e9, peak.kind);
     }
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();
     if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save(ckpt_file);

@@ -1,6 +1,7 @@
 // The blocked causal attention kernel against its torch-ops reference: values and gradients.
 #include <gtest/gtest.h>
 
+#include "fast_gemm_test_util.h"
 #include "recall/core/gemm.h"
 #include "recall/stores/causal_attention.h"
 
@@ -29,7 +30,8 @@ std::array<double, 4> kernel_errors(int64_t n, int64_t T, int64_t N, int64_t d, 
 }
 
 TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
-  if (!fast_gemm_available()) GTEST_SKIP() << "no dnnl_sgemm: the reference is used";
+  RECALL_FAST_GEMM_OR_SKIP();
+  const int64_t calls = fast_gemm_calls();
   // T spans one block, several blocks and a ragged last block; with and without memories.
   for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {64, 0}, {150, 0}, {150, 3}, {1, 2}}) {
     auto err = kernel_errors(3, T, N, 8, 0.35);
@@ -38,6 +40,7 @@ TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
   // Sharp attention (logits in the hundreds): the softmax's max shift and exp clamp.
   auto err = kernel_errors(2, 70, 1, 8, 40.0);
   for (int i = 0; i < 4; ++i) EXPECT_LT(err[i], 1e-3) << "sharp, part " << i;
+  EXPECT_GT(fast_gemm_calls(), calls) << "the kernel did not run dnnl_sgemm";
 }
 
 TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {

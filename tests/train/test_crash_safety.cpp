@@ -1,5 +1,6 @@
-// Crash safety of the real binary: a training run killed with SIGKILL at random moments (during
-// steps, metric writes and checkpoint writes alike) always leaves a checkpoint that loads, and
+// Crash safety of the real binary: a training run killed with SIGKILL halfway through a checkpoint
+// write (arranged: the binary stops itself there) and at random moments (during steps, metric
+// writes and checkpoint writes alike) always leaves a checkpoint that loads, and
 // resuming from it again and again ends with the same per-step losses and the same final
 // checkpoint bytes as a run that was never killed. A second SIGINT ends a run at once.
 #include <fmt/format.h>
@@ -56,14 +57,27 @@ KillStats kill_until_done(const TempDir& dir, const std::string& cfg, int steps,
   for (int round = 0; round <= max_kills; ++round) {
     auto args = train_args(cfg, out, steps);
     if (std::filesystem::exists(out + "/checkpoint.bin")) args.push_back("--resume"), ++s.resumes;
-    test::Proc p = test::spawn_cli(args, dir);
+    // The first run stops itself halfway through writing its third checkpoint and is killed
+    // there: the case this test exists for happens every time, not only when a random kill
+    // falls inside a write.
+    const bool mid_write = round == 0;
+    test::Proc p = test::spawn_cli(
+        args, dir,
+        mid_write ? std::vector<std::string>{"RECALL_STOP_IN_WRITE=checkpoint.bin:3"}
+                  : std::vector<std::string>{});
     if (round == max_kills) {  // the last run goes to the end
       EXPECT_EQ(test::wait_cli(p), 0) << test::read_text(p.err_file);
       return s;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(delay(rng)));
-    ::kill(p.pid, SIGKILL);
     int status = 0;
+    if (mid_write) {
+      EXPECT_EQ(::waitpid(p.pid, &status, WUNTRACED), p.pid);
+      EXPECT_TRUE(WIFSTOPPED(status)) << "it did not stop in its checkpoint write\n"
+                                      << test::read_text(p.err_file);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay(rng)));
+    }
+    ::kill(p.pid, SIGKILL);
     ::waitpid(p.pid, &status, 0);
     if (WIFEXITED(status)) {  // it finished before the kill
       EXPECT_EQ(WEXITSTATUS(status), 0) << test::read_text(p.err_file);
@@ -115,6 +129,7 @@ void kill_test(int steps, int kills, uint32_t seed) {
       s.kills, s.mid_write, s.before_first_checkpoint, s.resumes, steps,
       static_cast<double>(whole.count()) / 1e6, static_cast<double>(start.count()) / 1e6);
   EXPECT_GE(s.kills, 1);
+  EXPECT_GE(s.mid_write, 1) << "no kill fell during a checkpoint write";
   EXPECT_EQ(step_losses(dir / "killed/metrics.jsonl"), step_losses(dir / "straight/metrics.jsonl"));
   EXPECT_EQ(step_losses(dir / "straight/metrics.jsonl").size(), static_cast<size_t>(steps));
   EXPECT_EQ(test::read_text(dir / "killed/checkpoint.bin"),

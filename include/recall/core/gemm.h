@@ -12,6 +12,10 @@ namespace recall {
 // Whether dnnl_sgemm was found in the process.
 bool fast_gemm_available();
 
+// How many dnnl_sgemm calls this process has made (fast_sgemm and the functions below): a test
+// of a fast path reads it before and after, to know the fast path is the one that ran.
+int64_t fast_gemm_calls();
+
 // dnnl_sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status, 0 on
 // success. Requires fast_gemm_available(). Inside a torch parallel region it runs on one thread.
 int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -2,8 +2,9 @@
 // train` runs -- on a config in a temporary folder and reports its own step timings, to compare
 // against the PyTorch peer (scripts/peer_gpt.py). The first kWarmupSteps steps are warm-up
 // and left out; evaluation and the checkpoint come after the last step, outside the timings.
-// MFU counts (6 N + 12 L d T) FLOPs per token (nanoGPT's estimate) against the fp32 GEMM rate the
-// trainer measured in the same process, as the peer does.
+// MFU counts (6 N + 12 L d T) FLOPs per token (nanoGPT's estimate, as the peer does) against the
+// peak the trainer divides by (recall/core/machine.h: the larger of the measured and the
+// theoretical fp32 rate); useful_mfu counts the useful FLOPs (useful_flops_per_token) instead.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,7 +15,10 @@ namespace recall {
 
 struct BenchTrainResult {
   int64_t params = 0;
-  double tokens_per_s = 0, step_ms = 0, gemm_gflops = 0, mfu = 0;
+  double tokens_per_s = 0, step_ms = 0, peak_gflops = 0, mfu = 0, useful_mfu = 0;
+  double flops_per_token = 0, useful_flops_per_token = 0;
+  std::string peak_kind;  // "measured", "theoretical" or "config"
+  std::string gemm;       // the GEMM backend (gemm_backend)
   std::string device = "cpu";
   int nproc = 1;  // processes that trained (WORLD_SIZE): tokens_per_s counts all of their tokens
 };
@@ -26,8 +30,9 @@ struct BenchTrainResult {
 BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
                              const torch::Device& device = torch::kCPU);
 
-// One JSON line: {"impl":"recall-cpp","device":"cpu","params":..,"tokens_per_s":..,"step_ms":..,
-// "gemm_gflops":..,"mfu":..} and "nproc" when more than one process trained.
+// One JSON line: {"impl":"recall-cpp","device":"cpu","gemm":..,"params":..,"tokens_per_s":..,
+// "step_ms":..,"peak_gflops":..,"peak":..,"flops_per_token_6n_12ldt":..,"mfu":..,
+// "useful_flops_per_token":..,"useful_mfu":..} and "nproc" when more than one process trained.
 std::string to_json(const BenchTrainResult& result);
 
 // Reads the config (a file or a preset name), runs the benchmark and prints the JSON line (rank 0

@@ -45,7 +45,7 @@ struct TrainerConfig {
   int64_t log_every = 10;        // progress line and metrics record every N steps
   int64_t checkpoint_every = 0;  // 0: checkpoint only at the end or when stopped
   int64_t seed = 0;
-  double peak_flops = 0;  // per second, for MFU; 0: the fp32 GEMM rate measured at start
+  double peak_flops = 0;  // per second, for MFU; 0: the machine's peak (core/machine.h)
 };
 
 struct TrainConfig {

@@ -57,6 +57,7 @@ struct TrainResult {
   std::vector<double> losses;          // training loss of each step taken in this call
   std::vector<double> step_seconds;    // wall time of each of those steps (batch to update)
   double peak_flops = 0;               // the FLOP rate MFU was measured against
+  std::string peak_kind;               // "measured", "theoretical" or "config" (peak_flops set)
   std::map<std::string, double> eval;  // last evaluation (only when the run finished)
   int stopped_by = 0;                  // the non-zero value of options.stop, or 0
 };
@@ -64,8 +65,14 @@ struct TrainResult {
 // Tokens a step trains on: batch_size x seq_len (facts: batch_size x 2).
 int64_t tokens_per_step(const TrainConfig& config);
 
-// FLOPs per trained token, 6 N + 12 L d T (nanoGPT's estimate) for a model of n_params.
+// FLOPs per trained token, 6 N + 12 L d T (nanoGPT's estimate) for a model of n_params. It counts
+// the embedding tables as if they were multiplied and causal attention as full attention.
 double flops_per_token(const TrainConfig& config, int64_t n_params);
+
+// The FLOPs a token's training does usefully: 6 per parameter that takes part in a product (not
+// the looked-up token and learned position tables, unless the token table is the tied head) and
+// causal attention counted once, 6 L d (T + 1) (each query sees (T + 1) / 2 keys on average).
+double useful_flops_per_token(const TrainConfig& config, int64_t n_params);
 
 // The first steps of a call are warm-up (allocations, first-touch pages), left out of throughput.
 constexpr size_t kWarmupSteps = 2;
