@@ -92,6 +92,7 @@ void add_bench_eval(CLI::App& bench, Action& action) {
                                 {"tokens_per_s", static_cast<double>(prompts * T) / fast},
                                 {"attention_gflops", flops / fast / 1e9},
                                 {"reference_seconds", reference},
+                                {"gemm", gemm_backend()},
                                 {"gemm_gflops", gemm},
                                 {"accuracy", accuracy},
                                 {"peak_rss_mib", peak_rss_mib()}};
