@@ -1,4 +1,4 @@
-// `recall experiment` extrapolation: beta rules with and without positions
+// `recall experiment` extrapolation: recall from content alone to 64x its length, per beta rule
 // (recall/analysis/experiments.h).
 #include <fmt/format.h>
 

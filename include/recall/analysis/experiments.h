@@ -12,9 +12,10 @@
 //                                                                             -> facts_sweep.json
 //   lm             the text task at equal parameters: mlp, swiglu, learned_kv, and attention
 //                  alone with learned memory key-values (the all-attention layer) -> lm.json
-//   extrapolation  mqar-tiny with pos rope and none, per beta rule: the recalling heads' ISR
-//                  against the context length M, fitted to ISR = c (M - 1)^b beside the probe's
-//                  softmax curve under the same rule                          -> extrapolation.json
+//   extrapolation  mqar-extrapolate (recall from content alone, §7) per beta rule, to 64x its
+//                  length with the pairs growing or fixed, and a RoPE ablation: accuracy, and the
+//                  recalling heads' ISR against the context length M, fitted to ISR = c (M - 1)^b
+//                  beside the probe's softmax curve under the same rule      -> extrapolation.json
 #pragma once
 #include <cstdint>
 #include <optional>

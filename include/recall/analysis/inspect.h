@@ -10,8 +10,9 @@
 // Attention heads, on mqar prompts: at a scored query position t, whose key token sits in the
 // context at position 2i (its value at 2i + 1), a head that recalls reads one position of the
 // pair's neighbourhood 2i + o: o = 0 the key, o = 1 the value (the classic induction head, after a
-// previous-token head wrote the key into the value's position), o = 2 the next key's position
-// (after a first-layer head gathered both the key and the value there, as mqar-tiny learns). Each
+// previous-token head or the convolution of q, k, v put the key into the value's position, as
+// mqar-tiny learns), o = 2 the next key's position (after a first-layer head gathered both the key
+// and the value there, as mqar-tiny with RoPE learned). Each
 // head's read offset o is the one that takes the most weight over the prompts. With a_s its
 // attention weights (softmax over the keys t sees) and a_r the weight on r = 2i + o,
 //   ISR_t = || a_{s != r} ||_2 / a_r
