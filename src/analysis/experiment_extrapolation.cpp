@@ -34,128 +34,137 @@ std::string rule_list(const std::vector<BetaRule>& rules) {
   for (BetaRule r : rules) names.push_back(to_string(r));
   return fmt::format("{}", fmt::join(names, ", "));
 }
-}  // namespace
 
-ExperimentResult Experiment::extrapolation() {
-  ReportConfig rc = ReportConfig::make(c_.out_dir, c_.quick);
-  rc.mqar_steps = steps(rc.mqar_steps);
-  // inspect reads every weight of the long prompts: quick stops at 16x
-  const std::vector<int64_t> lengths = rc.inspect_lengths;
-  // The runs: mqar-extrapolate (no positions, the q, k, v convolution) under each rule, read with
-  // the pairs growing with the length (M distinct memories) and with the trained 8 pairs (filler
-  // between the queries), and the ablation that shows what positions do: the same with RoPE.
-  struct Variant {
-    std::string name;
-    std::vector<std::string> sets;
-    PairsAtLength pairs;
-    int64_t seeds;
-    std::vector<BetaRule> rules;
-  };
-  const std::vector<Variant> variants = {
-      {"grow", {}, PairsAtLength::kGrow, rc.mqar_seeds, rc.mqar_rules},
-      {"fixed",
-       {},
-       PairsAtLength::kFixed,
-       rc.mqar_seeds,
-       c_.quick ? std::vector<BetaRule>{BetaRule::kNone} : rc.mqar_rules},
-      {"rope",
-       {"pos=rope"},
-       PairsAtLength::kGrow,
-       std::max<int64_t>(1, rc.mqar_seeds / 2),
-       {BetaRule::kNone}}};
-  // one per (variant, trained rule, rule at evaluation): the runs' mean ISR of their recalling
-  // heads per context length M, averaged over the runs, and each run's accuracy per multiple
-  struct Curve {
-    std::string variant;
-    BetaRule trained, rule;
-    std::map<int64_t, std::vector<double>> isr_at, accuracy_at;
-    std::vector<double> M, isr;
-    int64_t runs = 0;
-  };
-  std::vector<Curve> curves;
-  json out_points = json::array();
-  for (const Variant& v : variants) {
-    ExtrapolateConfig ec;
-    ec.train_config = "mqar-extrapolate";
-    ec.sets = v.sets;
-    ec.sets.push_back(fmt::format("steps={}", rc.mqar_steps));
-    ec.out_dir = run_dir(
-        fmt::format("mqar-extrapolate{}-{}", v.name == "rope" ? "-rope" : "", rc.mqar_steps));
-    ec.seeds = v.seeds;
-    ec.rules = v.rules;
-    ec.lengths = {1};
-    ec.batches = rc.extrapolate_batches;
-    ec.progress = c_.progress;
-    const auto trained = extrapolate(ec);
-    for (const auto& t : trained) {
-      Restored r = restore(t.checkpoint);
-      InspectConfig ic;
-      ic.lengths = lengths;
-      ic.pairs = v.pairs;
-      // qwen and yarn equal none up to L: the none runs are also read under them
-      ic.rules = {t.trained};
-      if (t.trained == BetaRule::kNone && v.name == "grow")
-        ic.rules = {BetaRule::kNone, BetaRule::kQwen, BetaRule::kYarn};
-      ic.batches = rc.extrapolate_batches;
-      ic.ablate = false;  // the ISR of the recalling heads is all this experiment reads
-      const InspectResult ir = inspect(r, ic, t.checkpoint);
-      // accuracy on every prompt of each length, through the fast kernel (inspect reads fewer)
-      ExtrapolateConfig score;
-      score.checkpoints = {t.checkpoint};
-      score.rules = ic.rules;
-      score.lengths = lengths;
-      score.batches = rc.extrapolate_batches;
-      score.pairs = v.pairs;
-      const auto scored = extrapolate(score);
-      for (const auto& a : ir.attention) {
-        const auto p = std::find_if(scored.begin(), scored.end(), [&](const ExtrapolatePoint& p) {
-          return p.rule == a.rule && p.seq_len == a.seq_len;
-        });
-        std::vector<double> isr;
-        for (const auto& h : a.heads)
-          if (h.recalls()) isr.push_back(h.isr.median);
-        out_points.push_back({{"variant", v.name},
-                              {"checkpoint", fs::relative(t.checkpoint, c_.out_dir).string()},
-                              {"trained_rule", to_string(t.trained)},
-                              {"rule", to_string(a.rule)},
-                              {"M", a.seq_len},
-                              {"pairs", a.pairs},
-                              {"accuracy", p->accuracy},
-                              {"recalling_heads", isr.size()},
-                              {"isr_median", isr.empty() ? json(nullptr) : json(mean(isr))}});
-        auto c = std::find_if(curves.begin(), curves.end(), [&](const Curve& c) {
-          return c.variant == v.name && c.trained == t.trained && c.rule == a.rule;
-        });
-        if (c == curves.end()) {
-          curves.push_back({v.name, t.trained, a.rule, {}, {}, {}, {}, 0});
-          c = curves.end() - 1;
-        }
-        if (a.seq_len == lengths.front() * r.config.model.seq_len) ++c->runs;
-        c->accuracy_at[p->multiple].push_back(p->accuracy);
-        if (!isr.empty()) c->isr_at[a.seq_len].push_back(mean(isr));
+// A set of runs and how they are read: the preset's sets, the pairs at longer lengths, the
+// seeds and the rules trained.
+struct Variant {
+  std::string name;
+  std::vector<std::string> sets;
+  PairsAtLength pairs;
+  int64_t seeds;
+  std::vector<BetaRule> rules;
+};
+
+// The runs: mqar-extrapolate (no positions, the q, k, v convolution) under each rule, read with
+// the pairs growing with the length (M distinct memories) and with the trained 8 pairs (filler
+// between the queries), and the ablation that shows what positions do: the same with RoPE.
+std::vector<Variant> plan_variants(const ReportConfig& rc, bool quick) {
+  return {{"grow", {}, PairsAtLength::kGrow, rc.mqar_seeds, rc.mqar_rules},
+          {"fixed",
+           {},
+           PairsAtLength::kFixed,
+           rc.mqar_seeds,
+           quick ? std::vector<BetaRule>{BetaRule::kNone} : rc.mqar_rules},
+          {"rope",
+           {"pos=rope"},
+           PairsAtLength::kGrow,
+           std::max<int64_t>(1, rc.mqar_seeds / 2),
+           {BetaRule::kNone}}};
+}
+
+// one per (variant, trained rule, rule at evaluation): the runs' mean ISR of their recalling
+// heads per context length M, averaged over the runs, and each run's accuracy per multiple
+struct Curve {
+  std::string variant;
+  BetaRule trained, rule;
+  std::map<int64_t, std::vector<double>> isr_at, accuracy_at;
+  std::vector<double> M, isr;
+  int64_t runs = 0;
+};
+
+// Trains (or reuses) the variant's runs under runs_dir, reads each with inspect (the recalling
+// heads' ISR) and extrapolate (accuracy on every prompt, through the fast kernel), and adds them
+// to their curves and to points.
+void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int64_t>& lengths,
+                 const std::string& runs_dir, const std::string& out_dir, bool progress,
+                 std::vector<Curve>& curves, json& points) {
+  ExtrapolateConfig ec;
+  ec.train_config = "mqar-extrapolate";
+  ec.sets = v.sets;
+  ec.sets.push_back(fmt::format("steps={}", rc.mqar_steps));
+  ec.out_dir = (fs::path(runs_dir) / fmt::format("mqar-extrapolate{}-{}",
+                                                 v.name == "rope" ? "-rope" : "", rc.mqar_steps))
+                   .string();
+  ec.seeds = v.seeds;
+  ec.rules = v.rules;
+  ec.lengths = {1};
+  ec.batches = rc.extrapolate_batches;
+  ec.progress = progress;
+  const auto trained = extrapolate(ec);
+  for (const auto& t : trained) {
+    Restored r = restore(t.checkpoint);
+    InspectConfig ic;
+    ic.lengths = lengths;
+    ic.pairs = v.pairs;
+    // qwen and yarn equal none up to L: the none runs are also read under them
+    ic.rules = {t.trained};
+    if (t.trained == BetaRule::kNone && v.name == "grow")
+      ic.rules = {BetaRule::kNone, BetaRule::kQwen, BetaRule::kYarn};
+    ic.batches = rc.extrapolate_batches;
+    ic.ablate = false;  // the ISR of the recalling heads is all this experiment reads
+    const InspectResult ir = inspect(r, ic, t.checkpoint);
+    // accuracy on every prompt of each length, through the fast kernel (inspect reads fewer)
+    ExtrapolateConfig score;
+    score.checkpoints = {t.checkpoint};
+    score.rules = ic.rules;
+    score.lengths = lengths;
+    score.batches = rc.extrapolate_batches;
+    score.pairs = v.pairs;
+    const auto scored = extrapolate(score);
+    for (const auto& a : ir.attention) {
+      const auto p = std::find_if(scored.begin(), scored.end(), [&](const ExtrapolatePoint& p) {
+        return p.rule == a.rule && p.seq_len == a.seq_len;
+      });
+      std::vector<double> isr;
+      for (const auto& h : a.heads)
+        if (h.recalls()) isr.push_back(h.isr.median);
+      points.push_back({{"variant", v.name},
+                        {"checkpoint", fs::relative(t.checkpoint, out_dir).string()},
+                        {"trained_rule", to_string(t.trained)},
+                        {"rule", to_string(a.rule)},
+                        {"M", a.seq_len},
+                        {"pairs", a.pairs},
+                        {"accuracy", p->accuracy},
+                        {"recalling_heads", isr.size()},
+                        {"isr_median", isr.empty() ? json(nullptr) : json(mean(isr))}});
+      auto c = std::find_if(curves.begin(), curves.end(), [&](const Curve& c) {
+        return c.variant == v.name && c.trained == t.trained && c.rule == a.rule;
+      });
+      if (c == curves.end()) {
+        curves.push_back({v.name, t.trained, a.rule, {}, {}, {}, {}, 0});
+        c = curves.end() - 1;
       }
+      if (a.seq_len == lengths.front() * r.config.model.seq_len) ++c->runs;
+      c->accuracy_at[p->multiple].push_back(p->accuracy);
+      if (!isr.empty()) c->isr_at[a.seq_len].push_back(mean(isr));
     }
   }
-  for (auto& c : curves)
-    for (const auto& [M, isr] : c.isr_at) {
-      c.M.push_back(static_cast<double>(M));
-      c.isr.push_back(mean(isr));
-    }
+}
+
+// The probe's softmax store at the trained heads' dimension, under each rule: its ISR against M
+// and the fitted exponent, the reference the trained heads are read against.
+struct ProbeReference {
+  ProbeConfig config;
+  ProbeResult result;
+  std::map<BetaRule, double> slope;
+  json curves = json::array();
+};
+
+ProbeReference probe_reference(int64_t max_multiple, bool quick) {
   // the probe's softmax ISR under each rule at the heads' dimension, L = the preset's length
   const TrainConfig base = train_config_from_file("mqar-extrapolate", {});
-  ProbeConfig pc;
+  ProbeReference out;
+  ProbeConfig& pc = out.config;
   pc.stores = {"softmax"};
   pc.d_k = pc.d_v = base.model.head_dim();
   pc.beta = std::sqrt(static_cast<double>(pc.d_k));  // the standard scale on unit keys
   pc.ref_len = static_cast<double>(base.model.seq_len);
-  pc.rule_m_max = base.model.seq_len * lengths.back();
+  pc.rule_m_max = base.model.seq_len * max_multiple;
   pc.m = {base.model.seq_len};
-  pc.trials = c_.quick ? 1 : 4;
+  pc.trials = quick ? 1 : 4;
   pc.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
-  const auto probe = run_probe(pc);
-  std::map<BetaRule, double> probe_slope;
-  json probe_curves = json::array();
-  for (const auto& rr : probe.rules) {
+  out.result = run_probe(pc);
+  for (const auto& rr : out.result.rules) {
     std::vector<double> x, y;
     json pts = json::array();
     for (const auto& p : rr.curve) {
@@ -163,17 +172,29 @@ ExperimentResult Experiment::extrapolation() {
       y.push_back(std::log(std::max(p.isr.median, 1e-300)));
       pts.push_back({{"M", p.M}, {"beta", p.beta}, {"isr_median", p.isr.median}});
     }
-    if (x.size() >= 2) probe_slope[rr.rule] = fitted_slope(x, y);
-    probe_curves.push_back({{"rule", to_string(rr.rule)}, {"curve", pts}});
+    if (x.size() >= 2) out.slope[rr.rule] = fitted_slope(x, y);
+    out.curves.push_back({{"rule", to_string(rr.rule)}, {"curve", pts}});
   }
-  // fit ISR = c (M - 1)^b per curve (the essay: ISR^2 = (M - 1) E[w^2] / w(1)^2, so b = 1/2 at a
-  // fixed beta, less when beta grows with M)
+  return out;
+}
+
+// Per curve: the fitted exponent, the accuracy per multiple and the runs meeting the targets, as
+// JSON, as table rows and as the plot's data blocks (the curves', then the probe's).
+struct Reduced {
   json fits = json::array();
   std::vector<std::vector<std::string>> rows, accuracy_rows;
+  std::string data;
+  std::optional<std::pair<double, BetaRule>> best;  // lowest exponent of a log-M rule, pairs grow
+  std::optional<double> fixed_none;                 // the exponent under none, pairs fixed
+};
+
+Reduced reduce(const std::vector<Curve>& curves, const ProbeReference& probe,
+               const std::vector<int64_t>& lengths) {
+  // fit ISR = c (M - 1)^b per curve (the essay: ISR^2 = (M - 1) E[w^2] / w(1)^2, so b = 1/2 at a
+  // fixed beta, less when beta grows with M)
+  Reduced out;
   std::ostringstream data;
   // the essay's test on the trained heads: the log-M rule whose exponent is lowest, pairs growing
-  std::optional<std::pair<double, BetaRule>> best;
-  std::optional<double> fixed_none;
   for (const auto& c : curves) {
     std::optional<double> b, lnc;
     if (c.M.size() >= 2) {
@@ -183,12 +204,13 @@ ExperimentResult Experiment::extrapolation() {
       b = fitted_slope(x, y);
       lnc = mean(y) - *b * mean(x);
     }
-    if (b && c.variant == "grow" && c.rule != BetaRule::kNone && (!best || *b < best->first))
-      best = std::pair{*b, c.rule};
-    if (b && c.variant == "fixed" && c.rule == BetaRule::kNone) fixed_none = *b;
+    if (b && c.variant == "grow" && c.rule != BetaRule::kNone &&
+        (!out.best || *b < out.best->first))
+      out.best = std::pair{*b, c.rule};
+    if (b && c.variant == "fixed" && c.rule == BetaRule::kNone) out.fixed_none = *b;
     json probe_b = nullptr;
     std::string probe_b_text = "—";
-    if (const auto it = probe_slope.find(c.rule); it != probe_slope.end()) {
+    if (const auto it = probe.slope.find(c.rule); it != probe.slope.end()) {
       probe_b = it->second;
       probe_b_text = fmt::format("{:.3f}", it->second);
     }
@@ -217,47 +239,43 @@ ExperimentResult Experiment::extrapolation() {
     }
     acc_row.push_back(at16 ? fmt::format("{} of {}", *at16, c.runs) : "—");
     acc_row.push_back(at64 ? fmt::format("{} of {}", *at64, c.runs) : "—");
-    accuracy_rows.push_back(acc_row);
-    fits.push_back({{"variant", c.variant},
-                    {"trained_rule", to_string(c.trained)},
-                    {"rule", to_string(c.rule)},
-                    {"runs", c.runs},
-                    {"accuracy_by_multiple", accuracy},
-                    {"runs_at_16x_ge_0.95", at16 ? json(*at16) : json(nullptr)},
-                    {"runs_at_64x_ge_0.9", at64 ? json(*at64) : json(nullptr)},
-                    {"form", "ISR = c (M - 1)^b"},
-                    {"b", b ? json(*b) : json(nullptr)},
-                    {"c", lnc ? json(std::exp(*lnc)) : json(nullptr)},
-                    {"probe_b", probe_b}});
+    out.accuracy_rows.push_back(acc_row);
+    out.fits.push_back({{"variant", c.variant},
+                        {"trained_rule", to_string(c.trained)},
+                        {"rule", to_string(c.rule)},
+                        {"runs", c.runs},
+                        {"accuracy_by_multiple", accuracy},
+                        {"runs_at_16x_ge_0.95", at16 ? json(*at16) : json(nullptr)},
+                        {"runs_at_64x_ge_0.9", at64 ? json(*at64) : json(nullptr)},
+                        {"form", "ISR = c (M - 1)^b"},
+                        {"b", b ? json(*b) : json(nullptr)},
+                        {"c", lnc ? json(std::exp(*lnc)) : json(nullptr)},
+                        {"probe_b", probe_b}});
     std::string isr_cells;
     for (size_t i = 0; i < c.M.size(); ++i)
       isr_cells += fmt::format("{}{:.0f}: {:.3g}", i ? ", " : "", c.M[i], c.isr[i]);
-    rows.push_back({c.variant, "`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
-                    std::to_string(c.runs), isr_cells.empty() ? "no recalling head" : isr_cells,
-                    opt_num(b, "{:.3f}"), probe_b_text});
+    out.rows.push_back({c.variant, "`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
+                        std::to_string(c.runs), isr_cells.empty() ? "no recalling head" : isr_cells,
+                        opt_num(b, "{:.3f}"), probe_b_text});
     for (size_t i = 0; i < c.M.size(); ++i) data << c.M[i] << ' ' << c.isr[i] << '\n';
     data << "\n\n";
   }
-  const size_t n_curves = curves.size();
-  for (const auto& rr : probe.rules) {
+  for (const auto& rr : probe.result.rules) {
     for (const auto& p : rr.curve) data << p.M << ' ' << p.isr.median << '\n';
     data << "\n\n";
   }
-  write_file_atomic(
-      path("extrapolation.json"),
-      json{{"config", "mqar-extrapolate"},
-           {"steps", rc.mqar_steps},
-           {"points", out_points},
-           {"fits", fits},
-           {"probe",
-            {{"d_k", pc.d_k}, {"beta", pc.beta}, {"ref_len", pc.ref_len}, {"rules", probe_curves}}}}
-              .dump(2) +
-          "\n");
+  out.data = data.str();
+  return out;
+}
+
+void plot(const std::string& path, const Reduced& reduced, const std::vector<Curve>& curves,
+          const ProbeReference& probe) {
+  const size_t n_curves = curves.size();
   const auto dash = [](const std::string& v) {
     return v == "grow" ? "dt 1" : v == "fixed" ? "dt 2" : "dt 3";
   };
   render_plot(
-      path("extrapolation.png"), data.str(),
+      path, reduced.data,
       [&](const std::string& f) {
         std::string gp =
             "set multiplot layout 1,2\nset grid\nset logscale xy 2\nset xlabel 'context length "
@@ -276,35 +294,74 @@ ExperimentResult Experiment::extrapolation() {
         }
         gp += any ? "\n" : "1 notitle\n";
         gp += "set title 'the probe: softmax store, same d_k, beta = sqrt(d_k)'\nplot ";
-        for (size_t i = 0; i < probe.rules.size(); ++i)
-          gp +=
-              fmt::format("'{}' index {} using 1:2 with linespoints pt 7 lc {} title '{}'{}", f,
-                          n_curves + i, plot_colour(static_cast<size_t>(probe.rules[i].rule)),
-                          to_string(probe.rules[i].rule), i + 1 < probe.rules.size() ? ", " : "\n");
+        for (size_t i = 0; i < probe.result.rules.size(); ++i)
+          gp += fmt::format("'{}' index {} using 1:2 with linespoints pt 7 lc {} title '{}'{}", f,
+                            n_curves + i,
+                            plot_colour(static_cast<size_t>(probe.result.rules[i].rule)),
+                            to_string(probe.result.rules[i].rule),
+                            i + 1 < probe.result.rules.size() ? ", " : "\n");
         return gp + "unset multiplot\n";
       },
       1600, 600);
-  std::vector<std::string> acc_header{"pairs", "trained", "evaluated", "runs"};
-  for (int64_t m : lengths) acc_header.push_back(fmt::format("{}x", m));
-  acc_header.push_back("16x >= 0.95");
-  acc_header.push_back("64x >= 0.9");
+}
+
+// The target: the trained heads' exponent within 0.15 of the random store's under that rule.
+std::string verdict(const Reduced& r, const ProbeReference& probe) {
   // The target: the trained heads' exponent within 0.15 of the random store's under that rule.
   std::string verdict = "No log-M rule gave a fitted exponent (no recalling heads at two lengths).";
-  if (best && probe_slope.count(best->second)) {
-    const double gap = best->first - probe_slope.at(best->second);
+  if (r.best && probe.slope.count(r.best->second)) {
+    const double gap = r.best->first - probe.slope.at(r.best->second);
     verdict = fmt::format(
         "The essay's test on the trained heads: under `{}`, the log-M rule with the lowest "
         "exponent, b = {:.3f} against {:.3f} for the random store under the same rule, {}.",
-        to_string(best->second), best->first, probe_slope.at(best->second),
+        to_string(r.best->second), r.best->first, probe.slope.at(r.best->second),
         std::abs(gap) <= 0.15 ? "within the 0.15 asked"
                               : fmt::format("{:.3f} beyond the 0.15 asked", std::abs(gap) - 0.15));
-    if (fixed_none)
+    if (r.fixed_none)
       verdict += fmt::format(
           " The ablation with the pairs fixed, where only the filler grows, gives b = {:.3f} "
           "under none: the trained heads all but ignore the filler, so the growth with the pairs "
           "comes from the added memories, whose keys were learned, not drawn at random.",
-          *fixed_none);
+          *r.fixed_none);
   }
+  return verdict;
+}
+
+}  // namespace
+
+ExperimentResult Experiment::extrapolation() {
+  ReportConfig rc = ReportConfig::make(c_.out_dir, c_.quick);
+  rc.mqar_steps = steps(rc.mqar_steps);
+  // inspect reads every weight of the long prompts: quick stops at 16x
+  const std::vector<int64_t> lengths = rc.inspect_lengths;
+  const std::vector<Variant> variants = plan_variants(rc, c_.quick);
+  std::vector<Curve> curves;
+  json out_points = json::array();
+  for (const Variant& v : variants)
+    run_variant(v, rc, lengths, run_dir(""), c_.out_dir, c_.progress, curves, out_points);
+  for (auto& c : curves)
+    for (const auto& [M, isr] : c.isr_at) {
+      c.M.push_back(static_cast<double>(M));
+      c.isr.push_back(mean(isr));
+    }
+  const ProbeReference probe = probe_reference(lengths.back(), c_.quick);
+  const ProbeConfig& pc = probe.config;
+  const Reduced r = reduce(curves, probe, lengths);
+  write_file_atomic(
+      path("extrapolation.json"),
+      json{{"config", "mqar-extrapolate"},
+           {"steps", rc.mqar_steps},
+           {"points", out_points},
+           {"fits", r.fits},
+           {"probe",
+            {{"d_k", pc.d_k}, {"beta", pc.beta}, {"ref_len", pc.ref_len}, {"rules", probe.curves}}}}
+              .dump(2) +
+          "\n");
+  plot(path("extrapolation.png"), r, curves, probe);
+  std::vector<std::string> acc_header{"pairs", "trained", "evaluated", "runs"};
+  for (int64_t m : lengths) acc_header.push_back(fmt::format("{}x", m));
+  acc_header.push_back("16x >= 0.95");
+  acc_header.push_back("64x >= 0.9");
   ExperimentResult out;
   out.title = "Length extrapolation when recall depends on content only";
   out.json = "extrapolation.json";
@@ -323,11 +380,11 @@ ExperimentResult Experiment::extrapolation() {
       "{} and beta = sqrt(d_k) under the same rule.\n\n{}\n{}\n\n"
       "![extrapolation](extrapolation.png)\n",
       c_.quick ? " --quick" : "", rc.mqar_steps, rule_list(rc.mqar_rules), rc.mqar_seeds,
-      fmt::join(lengths, ", "), variants.back().seeds, markdown_table(acc_header, accuracy_rows),
+      fmt::join(lengths, ", "), variants.back().seeds, markdown_table(acc_header, r.accuracy_rows),
       pc.d_k,
       markdown_table({"pairs", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"},
-                     rows),
-      verdict);
+                     r.rows),
+      verdict(r, probe));
   return out;
 }
 
