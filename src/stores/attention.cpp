@@ -66,11 +66,17 @@ torch::Tensor AttentionImpl::logit_scale(int64_t T, const torch::TensorOptions& 
 }
 
 torch::Tensor AttentionImpl::convolve(const torch::Tensor& z, const torch::Tensor& before) const {
-  const int64_t B = z.size(0), T = z.size(1), C = z.size(2), W = options.conv();
-  auto past = before.defined() ? before : torch::zeros({B, W - 1, C}, z.options());
-  auto full = torch::cat({past, z}, 1);  // (B, W - 1 + T, C): row W - 1 + t is position t
+  const int64_t T = z.size(1), W = options.conv();
+  // Row t of tap j reads z_{t-j}: from `before` (incremental decoding) or, before the sequence
+  // starts, nothing. No zeros are materialised: the training forward pays no copy of z.
+  auto full = before.defined() ? torch::cat({before, z}, 1) : z;  // (B, P + T, C)
+  const int64_t P = full.size(1) - T;
   auto y = z * conv.select(1, 0);
-  for (int64_t j = 1; j < W; ++j) y = y + full.narrow(1, W - 1 - j, T) * conv.select(1, j);
+  for (int64_t j = 1; j < W; ++j) {
+    const int64_t from = std::max<int64_t>(0, j - P);  // the first row with a z_{t-j}
+    if (from >= T) break;
+    y.narrow(1, from, T - from).add_(full.narrow(1, P + from - j, T - from) * conv.select(1, j));
+  }
   return y;  // (B, T, C)
 }
 
