@@ -249,3 +249,16 @@ def load(path):
     model = Transformer(config["model"])
     model.load_state_dict(torch.load(os.path.join(path, "model.pt")), strict=True)
     return model.eval()
+
+
+def shape(name_or_path):
+    """The model config of a recall model shape (models/<shape>.toml lists every model key): a
+    file, or a shape's name in the repository's models/. Transformer(shape("gpt-tiny")) is that
+    model with fresh weights."""
+    import tomllib  # Python 3.11+
+
+    path = name_or_path
+    if not os.path.isfile(path):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", path + ".toml")
+    with open(path, "rb") as f:
+        return tomllib.load(f)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One clang build (build-fuzz/, RECALL_FUZZ=ON) instrumented for libFuzzer and sanitized with
 # AddressSanitizer and UndefinedBehaviorSanitizer; then each fuzzer runs for FUZZ_SECONDS (default
-# 45) from the seeds in fuzz/corpus/<target> (and models/ for the config), and the fast tests run sanitized.
+# 45) from the seeds in fuzz/corpus/<target> (and models/, train/ for the config), and the fast tests run sanitized.
 # Usage: scripts/fuzz.sh [--no-tests] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ if ((run_fuzz)); then
     corpus=build-fuzz/corpus/$target
     mkdir -p "$corpus"
     seeds=(fuzz/corpus/$target)
-    [ $target = fuzz_config ] && seeds+=(models)  # the presets
+    [ $target = fuzz_config ] && seeds+=(models train)  # the shapes and recipes
     t1=$(date +%s)
     # libFuzzer prints its executions in its last lines ("Done N runs in S second(s)").
     build-fuzz/$target -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \

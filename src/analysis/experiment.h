@@ -31,18 +31,13 @@ class Experiment {
     return (fs::path(c_.out_dir) / "runs" / name).string();
   }
 
-  // Trains `preset` with `sets` into runs/<name> (reusing a finished run there).
+  // Trains the recipe `preset` with `sets` into runs/<name> (reusing a finished run there).
   TrainResult train_run(const std::string& preset, const std::vector<std::string>& sets,
                         const std::string& name) const {
-    const TrainConfig tc = train_config_from_file(preset, sets);
-    TrainOptions o;
-    o.out_dir = run_dir(name);
-    o.reuse = true;
-    o.progress = c_.progress;
-    o.print_config = false;
-    if (c_.progress) fmt::print(stderr, "experiment {}: {}\n", c_.name, o.out_dir);
-    return train(tc, o);
+    if (c_.progress) fmt::print(stderr, "experiment {}: {}\n", c_.name, run_dir(name));
+    return recall::train_run(train_config_from_file(preset, sets), run_dir(name), context());
   }
+  RunContext context() const { return {c_.progress, c_.device, c_.stop}; }
 
   ExperimentResult sharpness();
   ExperimentResult scaling();

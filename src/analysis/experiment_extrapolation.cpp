@@ -35,7 +35,7 @@ std::string rule_list(const std::vector<BetaRule>& rules) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// A set of runs and how they are read: the preset's sets, the pairs at longer lengths, the
+// A set of runs and how they are read: the recipe's sets, the pairs at longer lengths, the
 // seeds and the rules trained.
 struct Variant {
   std::string name;
@@ -76,7 +76,7 @@ struct Curve {
 // heads' ISR) and extrapolate (accuracy on every prompt, through the fast kernel), and adds them
 // to their curves and to points.
 void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int64_t>& lengths,
-                 const std::string& runs_dir, const std::string& out_dir, bool progress,
+                 const std::string& runs_dir, const std::string& out_dir, const RunContext& context,
                  std::vector<Curve>& curves, json& points) {
   ExtrapolateConfig ec;
   ec.train_config = "mqar-extrapolate";
@@ -89,7 +89,9 @@ void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int
   ec.rules = v.rules;
   ec.lengths = {1};
   ec.batches = rc.extrapolate_batches;
-  ec.progress = progress;
+  ec.progress = context.progress;
+  ec.device = context.device;
+  ec.stop = context.stop;
   const auto trained = extrapolate(ec);
   for (const auto& t : trained) {
     Restored r = restore(t.checkpoint);
@@ -110,6 +112,7 @@ void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int
     score.lengths = lengths;
     score.batches = rc.extrapolate_batches;
     score.pairs = v.pairs;
+    score.device = context.device;
     const auto scored = extrapolate(score);
     for (const auto& a : ir.attention) {
       const auto p = std::find_if(scored.begin(), scored.end(), [&](const ExtrapolatePoint& p) {
@@ -151,7 +154,7 @@ struct ProbeReference {
 };
 
 ProbeReference probe_reference(int64_t max_multiple, bool quick) {
-  // the probe's softmax ISR under each rule at the heads' dimension, L = the preset's length
+  // the probe's softmax ISR under each rule at the heads' dimension, L = the recipe's length
   const TrainConfig base = train_config_from_file("mqar-extrapolate", {});
   ProbeReference out;
   ProbeConfig& pc = out.config;
@@ -338,7 +341,7 @@ ExperimentResult Experiment::extrapolation() {
   std::vector<Curve> curves;
   json out_points = json::array();
   for (const Variant& v : variants)
-    run_variant(v, rc, lengths, run_dir(""), c_.out_dir, c_.progress, curves, out_points);
+    run_variant(v, rc, lengths, run_dir(""), c_.out_dir, context(), curves, out_points);
   for (auto& c : curves)
     for (const auto& [M, isr] : c.isr_at) {
       c.M.push_back(static_cast<double>(M));

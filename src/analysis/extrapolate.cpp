@@ -50,20 +50,11 @@ std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig
     }
   std::vector<std::pair<std::string, BetaRule>> out;
   for (const auto& [tc, dir] : runs) {
-    TrainOptions o;
-    o.out_dir = dir;
-    o.reuse = true;
-    o.progress = config.progress;
-    o.print_config = false;
-    o.device = config.device;
     if (config.progress)
       fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
                  fs::exists(fs::path(dir) / "checkpoint.bin") ? "resuming or reusing" : "training",
                  dir, to_string(tc.model.attn_rule), tc.trainer.seed);
-    o.stop = config.stop;
-    const TrainResult r = train(tc, o);
-    if (r.stopped_by)
-      throw StopRequested(r.stopped_by, "after step " + std::to_string(r.step) + " of " + dir);
+    train_run(tc, dir, {config.progress, config.device, config.stop});
     out.emplace_back(dir, tc.model.attn_rule);
   }
   return out;

@@ -316,18 +316,10 @@ class Report {
       auto all_sets = sets;
       all_sets.push_back(fmt::format("steps={}", c_.facts_steps));
       const TrainConfig tc = train_config_from_file("facts-tiny", all_sets);
-      TrainOptions o;
-      o.out_dir = run_dir(fmt::format("facts-{}-{}", name, c_.facts_steps));
-      o.reuse = true;
-      o.progress = c_.progress;
-      o.print_config = false;
-      o.stop = c_.stop;
-      const TrainResult tr = train(tc, o);
-      if (tr.stopped_by)
-        throw StopRequested(tr.stopped_by,
-                            "after step " + std::to_string(tr.step) + " of " + o.out_dir);
-      Restored r = restore(o.out_dir);
-      const InspectResult ir = inspect(r, InspectConfig{}, o.out_dir);
+      const std::string dir = run_dir(fmt::format("facts-{}-{}", name, c_.facts_steps));
+      const TrainResult tr = train_run(tc, dir, {c_.progress, torch::kCPU, c_.stop});
+      Restored r = restore(dir);
+      const InspectResult ir = inspect(r, InspectConfig{}, dir);
       const auto& f = ir.ffn.front();
       t.rows.push_back({"`" + name + "`", std::to_string(r.model->num_parameters()),
                         fmt::format("{:.3f}", tr.eval.at("accuracy")),
@@ -359,6 +351,7 @@ class Report {
     ec.out_dir = c_.out_dir;
     ec.quick = c_.quick;
     ec.progress = c_.progress;
+    ec.stop = c_.stop;
     const ExperimentResult r = run_experiment(ec);
     return fmt::format("## {}. {}\n\n{}", number, r.title, r.markdown);
   }

@@ -36,7 +36,7 @@ void add_bench_eval(CLI::App& bench, Action& action) {
   auto o = std::make_shared<Opts>();
   auto* cmd = bench.add_subcommand(
       "eval", "scoring long mqar prompts as recall eval does, fast kernel beside the reference");
-  cmd->add_option("--config", o->config, "training config (TOML file or preset name)")
+  cmd->add_option("--config", o->config, "a recipe of train/ or a TOML file")
       ->capture_default_str();
   cmd->add_option("--checkpoint", o->checkpoint, "score this run instead of a fresh model");
   cmd->add_option("--multiple", o->multiple, "the prompt length in training lengths")

@@ -13,7 +13,7 @@ void add_bench_train(CLI::App& bench, Action& action) {
   auto steps = std::make_shared<int64_t>(0);
   auto device = std::make_shared<std::string>("cpu");
   auto nproc = std::make_shared<int>(1);
-  cmd->add_option("--config", *config, "training config (TOML file or preset name), e.g. bench-gpt")
+  cmd->add_option("--config", *config, "a recipe of train/ or a TOML file, e.g. bench-gpt")
       ->required();
   cmd->add_option("--steps", *steps,
                   "steps to run, the first 2 untimed warm-up (default: the config's steps)")

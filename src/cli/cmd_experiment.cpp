@@ -13,7 +13,7 @@ namespace recall::cli {
 
 void add_experiment(CLI::App& root, Action& action) {
   struct Opts {
-    std::string name, out;
+    std::string name, out, device = "cpu";
     bool quick = false, quiet = false;
     int64_t steps = 0;
     std::vector<int64_t> more_exposures;
@@ -38,6 +38,7 @@ void add_experiment(CLI::App& root, Action& action) {
                   "best)")
       ->delimiter(',');
   cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
+  add_device_option(cmd, o->device);
   cmd->callback([o, &action] {
     ExperimentConfig config;
     config.name = o->name;
@@ -47,14 +48,20 @@ void add_experiment(CLI::App& root, Action& action) {
     config.steps = o->steps;
     config.more_exposures = o->more_exposures;
     config.more_kinds = o->more_kinds;
+    config.device = parse_device(o->device);
+    config.stop = stop_on_signal();
     config.validate();
     check_output_dir("--out", o->out);
     action = [config] {
-      const ExperimentResult r = run_experiment(config);
-      fmt::print("# {}\n\n{}\n{}\n{}\n({:.0f} s)\n", r.title, r.markdown,
-                 (std::filesystem::path(config.out_dir) / r.json).string(),
-                 (std::filesystem::path(config.out_dir) / r.plot).string(), r.seconds);
-      return 0;
+      return run_stoppable(
+          [&] {
+            const ExperimentResult r = run_experiment(config);
+            fmt::print("# {}\n\n{}\n{}\n{}\n({:.0f} s)\n", r.title, r.markdown,
+                       (std::filesystem::path(config.out_dir) / r.json).string(),
+                       (std::filesystem::path(config.out_dir) / r.plot).string(), r.seconds);
+            return 0;
+          },
+          "the same command resumes the runs in --out");
     };
   });
 }

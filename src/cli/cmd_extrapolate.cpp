@@ -23,7 +23,7 @@ void add_extrapolate(CLI::App& root, Action& action) {
   auto* cmd = root.add_subcommand(
       "extrapolate", "accuracy at multiples of the training length, one trained run per rule");
   cmd->add_option("--config", o->config.train_config,
-                  "train this config once per rule, e.g. models/mqar-tiny.toml");
+                  "train this config once per rule, e.g. train/mqar-tiny.toml");
   cmd->add_option("--set", o->config.sets, "override a config key: --set key=value (repeatable)");
   cmd->add_option("--out", o->config.out_dir, "with --config: runs go to OUT/<rule>");
   cmd->add_option("--seeds", o->config.seeds, "with --config: runs per rule, seeds seed, seed+1..")

@@ -377,7 +377,8 @@ void add_sweep(CLI::App& root, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand(
       "sweep", "train one run per point of a grid of config values; rerun to resume");
-  cmd->add_option("--config", args->config, "TOML file or preset, e.g. mqar-tiny")->required();
+  cmd->add_option("--config", args->config, "a recipe of train/ or a TOML file, e.g. mqar-tiny")
+      ->required();
   cmd->add_option("--grid", args->grid, "key=value1,value2,... (repeatable: the product)")
       ->required();
   cmd->add_option("--set", args->sets, "override a config key in every run: --set key=value");

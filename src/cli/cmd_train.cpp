@@ -22,7 +22,8 @@ void add_train(CLI::App& root, Action& action) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("train", "train a model on a task (mqar, facts, text)");
-  cmd->add_option("--config", args->config, "TOML file, e.g. models/mqar-tiny.toml")->required();
+  cmd->add_option("--config", args->config, "a recipe of train/ (mqar-tiny) or a TOML file")
+      ->required();
   cmd->add_option("--set", args->sets, "override a config key: --set key=value (repeatable)");
   cmd->add_option("--out", args->out, "run folder: checkpoint.bin, metrics.jsonl, config.toml")
       ->required();

@@ -1,14 +1,19 @@
+// The model keys: one table with each key's type, bounds and field, used for reading, printing and
+// validating, so a bound is written once (the upper bounds keep a typo from asking for terabytes).
 #include "recall/models/model_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <cmath>
-#include <optional>
-#include <utility>
+#include <filesystem>
 
+#include "recall/core/config_keys.h"
 #include "recall/core/enum_names.h"
 #include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/stores/attention.h"
 
 namespace recall {
 
@@ -17,34 +22,91 @@ namespace {
 constexpr std::array<const char*, 3> kPosNames = {"rope", "learned", "none"};
 constexpr std::array<const char*, 2> kNormNames = {"rmsnorm", "layernorm"};
 
-void check_min(const char* key, int64_t value, int64_t min) {
-  check_arg(value >= min, fmt::format("{} = {}: must be >= {}", key, value, min));
+// An integer key's bounds, checked by the reader and by validate() alike.
+struct IntBound {
+  const char* name;
+  ConfigField<ModelConfig, int64_t> field;
+  int64_t lo, hi;
+};
+
+#define RECALL_MODEL_FIELD(type, member) RECALL_CONFIG_FIELD(ModelConfig, type, c.member)
+
+const std::vector<IntBound>& int_bounds() {
+  static const std::vector<IntBound> table = {
+      {"vocab_size", RECALL_MODEL_FIELD(int64_t, vocab_size), 1, 1 << 20},
+      {"d_model", RECALL_MODEL_FIELD(int64_t, d_model), 1, 1 << 16},
+      {"n_layers", RECALL_MODEL_FIELD(int64_t, n_layers), 1, 1024},
+      {"n_heads", RECALL_MODEL_FIELD(int64_t, n_heads), 1, 1024},
+      // L of the beta rules needs ln L > 0
+      {"seq_len", RECALL_MODEL_FIELD(int64_t, seq_len), 2, 1 << 20},
+      {"ffn_mult", RECALL_MODEL_FIELD(int64_t, ffn_mult), 1, 64},
+      {"ffn_slots", RECALL_MODEL_FIELD(int64_t, ffn_slots), 0, 1 << 20},
+      {"attn_mem_kv", RECALL_MODEL_FIELD(int64_t, attn_mem_kv), 0, 1 << 20},
+      // 1 is refused by validate(): a convolution of width 1 is a per-channel scale
+      {"attn_conv", RECALL_MODEL_FIELD(int64_t, attn_conv), 0, kMaxConv}};
+  return table;
 }
 
-int64_t read_int(const toml::node& node, const std::string& key) {
-  auto v = node.value_exact<int64_t>();
-  check_arg(v.has_value(), fmt::format("{}: must be an integer", key));
-  return *v;
+constexpr double kMaxScale = 1024;
+
+// ffn also accepts "swiglu", the GLU with the silu gate; a shape's activation (say gelu) does not
+// make it a GeGLU.
+ConfigKey<ModelConfig> ffn_key() {
+  const std::string ok =
+      "one of linear, mlp, glu, learned_kv, none, or swiglu (glu with "
+      "activation silu)";
+  return {"ffn", ok,
+          [ok](ModelConfig& c, const toml::node& n) {
+            auto v = n.value_exact<std::string>();
+            if (!v) bad_config_value("ffn", n, ok);
+            if (*v == "swiglu") {
+              c.ffn = FfnKind::kGlu;
+              c.activation = Activation::kSilu;
+              return;
+            }
+            try {
+              c.ffn = ffn_kind_from_string(*v);
+            } catch (const std::invalid_argument&) {
+              bad_config_value("ffn", n, ok);
+            }
+          },
+          [](const ModelConfig& c) { return toml_string(to_string(c.ffn)); }};
 }
 
-double read_real(const toml::node& node, const std::string& key) {
-  std::optional<double> v = node.is_integer() ? std::optional<double>(*node.value<int64_t>())
-                                              : node.value_exact<double>();
-  check_arg(v.has_value(), fmt::format("{}: must be a number", key));
-  return *v;
+// In model_config_keys() order.
+const std::vector<ConfigKey<ModelConfig>>& keys() {
+  static const std::vector<ConfigKey<ModelConfig>> table = [] {
+    std::vector<ConfigKey<ModelConfig>> t;
+    auto int_of = [](const char* name) {
+      for (const IntBound& b : int_bounds())
+        if (std::string(b.name) == name) return int_key<ModelConfig>(b.name, b.field, b.lo, b.hi);
+      throw std::logic_error(name);
+    };
+    for (const char* name : {"vocab_size", "d_model", "n_layers", "n_heads", "seq_len"})
+      t.push_back(int_of(name));
+    t.push_back(enum_key<ModelConfig>("pos", RECALL_MODEL_FIELD(PosKind, pos), pos_kind_from_string,
+                                      to_string, "rope, learned, none"));
+    t.push_back(enum_key<ModelConfig>("norm", RECALL_MODEL_FIELD(NormKind, norm),
+                                      norm_kind_from_string, to_string, "rmsnorm, layernorm"));
+    t.push_back(bool_key<ModelConfig>("tied_head", RECALL_MODEL_FIELD(bool, tied_head)));
+    t.push_back(bool_key<ModelConfig>("bias", RECALL_MODEL_FIELD(bool, bias)));
+    t.push_back(enum_key<ModelConfig>("attn_rule", RECALL_MODEL_FIELD(BetaRule, attn_rule),
+                                      beta_rule_from_string, to_string,
+                                      "none, su, qwen, yarn, ssmax"));
+    t.push_back(ffn_key());
+    t.push_back(enum_key<ModelConfig>("activation", RECALL_MODEL_FIELD(Activation, activation),
+                                      activation_from_string, to_string,
+                                      "relu, relu2, relu3, gelu, silu"));
+    for (const char* name : {"ffn_mult", "ffn_slots", "attn_mem_kv"}) t.push_back(int_of(name));
+    t.push_back(real_key<ModelConfig>("attn_scale", RECALL_MODEL_FIELD(double, attn_scale), 0, true,
+                                      kMaxScale));
+    t.push_back(int_of("attn_conv"));
+    return t;
+  }();
+  return table;
 }
 
-bool read_bool(const toml::node& node, const std::string& key) {
-  auto v = node.value_exact<bool>();
-  check_arg(v.has_value(), fmt::format("{}: must be true or false", key));
-  return *v;
-}
-
-std::string read_string(const toml::node& node, const std::string& key) {
-  auto v = node.value_exact<std::string>();
-  check_arg(v.has_value(), fmt::format("{}: must be a string", key));
-  return *v;
-}
+#undef RECALL_MODEL_FIELD
 
 }  // namespace
 
@@ -63,74 +125,83 @@ NormKind norm_kind_from_string(const std::string& s) {
 }
 
 void ModelConfig::validate() const {
-  check_min("vocab_size", vocab_size, 1);
-  check_min("d_model", d_model, 1);
-  check_min("n_layers", n_layers, 1);
-  check_min("n_heads", n_heads, 1);
+  for (const IntBound& b : int_bounds()) {
+    const int64_t v = b.field(const_cast<ModelConfig&>(*this));
+    check_arg(v >= b.lo && v <= b.hi,
+              fmt::format("{} = {}: must be an integer in [{}, {}]", b.name, v, b.lo, b.hi));
+  }
   check_arg(d_model % n_heads == 0,
             fmt::format("d_model = {} is not divisible by n_heads = {}", d_model, n_heads));
-  check_min("seq_len", seq_len, 2);  // L of the beta rules needs ln L > 0
   check_arg(pos != PosKind::kRope || head_dim() % 2 == 0,
             fmt::format("d_model / n_heads = {}: the head dimension must be even with pos = rope",
                         head_dim()));
-  if (ffn == FfnKind::kLinear || ffn == FfnKind::kMlp || ffn == FfnKind::kGlu)
-    check_min("ffn_mult", ffn_mult, 1);
-  check_min("ffn_slots", ffn_slots, 0);
   if (ffn == FfnKind::kLearnedKv)
     check_arg(ffn_slots >= 1,
               fmt::format("ffn_slots = {}: must be >= 1 with ffn = learned_kv", ffn_slots));
-  check_min("attn_mem_kv", attn_mem_kv, 0);
-  check_arg(std::isfinite(attn_scale) && attn_scale > 0 && attn_scale <= 1024,
-            fmt::format("attn_scale = {}: must be a number in (0, 1024] (1 is the standard "
+  check_arg(std::isfinite(attn_scale) && attn_scale > 0 && attn_scale <= kMaxScale,
+            fmt::format("attn_scale = {}: must be a number in (0, {}] (1 is the standard "
                         "1 / sqrt(d_head))",
-                        attn_scale));
-  check_arg(
-      attn_conv == 0 || (attn_conv >= 2 && attn_conv <= kMaxConv),
-      fmt::format("attn_conv = {}: must be 0 (none) or a width in [2, {}]", attn_conv, kMaxConv));
+                        attn_scale, kMaxScale));
+  check_arg(attn_conv != 1, fmt::format("attn_conv = {}: must be 0 (none) or a width in [2, {}]",
+                                        attn_conv, kMaxConv));
 }
 
 const std::vector<std::string>& model_config_keys() {
-  static const std::vector<std::string> keys = {
-      "vocab_size", "d_model",   "n_layers",    "n_heads",    "seq_len",  "pos",
-      "norm",       "tied_head", "bias",        "attn_rule",  "ffn",      "activation",
-      "ffn_mult",   "ffn_slots", "attn_mem_kv", "attn_scale", "attn_conv"};
-  return keys;
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& key : keys()) n.push_back(key.name);
+    return n;
+  }();
+  return names;
 }
 
-ModelConfig model_config_from_toml(const toml::table& table, std::vector<std::string>* used_keys) {
-  ModelConfig c;
-  const std::pair<const char*, int64_t*> ints[] = {
-      {"vocab_size", &c.vocab_size}, {"d_model", &c.d_model},         {"n_layers", &c.n_layers},
-      {"n_heads", &c.n_heads},       {"seq_len", &c.seq_len},         {"ffn_mult", &c.ffn_mult},
-      {"ffn_slots", &c.ffn_slots},   {"attn_mem_kv", &c.attn_mem_kv}, {"attn_conv", &c.attn_conv}};
-  for (const auto& [key, field] : ints)
-    if (const toml::node* n = table.get(key)) *field = read_int(*n, key);
-  if (const toml::node* n = table.get("attn_scale")) c.attn_scale = read_real(*n, "attn_scale");
-  if (const toml::node* n = table.get("tied_head")) c.tied_head = read_bool(*n, "tied_head");
-  if (const toml::node* n = table.get("bias")) c.bias = read_bool(*n, "bias");
-  if (const toml::node* n = table.get("pos")) c.pos = pos_kind_from_string(read_string(*n, "pos"));
-  if (const toml::node* n = table.get("norm"))
-    c.norm = norm_kind_from_string(read_string(*n, "norm"));
-  if (const toml::node* n = table.get("attn_rule"))
-    c.attn_rule = beta_rule_from_string(read_string(*n, "attn_rule"));
-  if (const toml::node* n = table.get("activation"))
-    c.activation = activation_from_string(read_string(*n, "activation"));
-  if (const toml::node* n = table.get("ffn")) {
-    const std::string ffn = read_string(*n, "ffn");
-    try {
-      c.ffn = ffn == "swiglu" ? FfnKind::kGlu : ffn_kind_from_string(ffn);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(
-          fmt::format("{}, or swiglu (glu with activation silu)", e.what()));
-    }
-    // swiglu fixes the gate: a preset's activation (say gelu) does not make it a GeGLU
-    if (ffn == "swiglu") c.activation = Activation::kSilu;
-  }
-  if (used_keys)
-    for (const auto& key : model_config_keys())
-      if (table.contains(key)) used_keys->push_back(key);
+std::vector<std::pair<std::string, std::string>> model_config_items(const ModelConfig& config) {
+  return config_key_items(keys(), config);
+}
+
+ModelConfig model_config_from_toml(const toml::table& table, const ModelConfig& base) {
+  ModelConfig c = base;
+  read_config_keys(keys(), table, c);
+  // swiglu fixes the gate whatever activation the table also holds
+  if (table["ffn"].value_or(std::string()) == "swiglu") c.activation = Activation::kSilu;
   c.validate();
   return c;
+}
+
+toml::table read_model_shape(const std::string& shape, const std::string& base_dir) {
+  namespace fs = std::filesystem;
+  const fs::path file =
+      fs::path(shape).is_absolute() ? fs::path(shape) : fs::path(base_dir) / shape;
+  std::error_code ec;
+  std::string text, source;
+  if (fs::is_regular_file(file, ec)) {
+    text = read_file("model", file.string());
+    source = file.string();
+  } else if (const auto preset = model_shape_toml(shape)) {
+    text = std::string(*preset);
+    source = "model shape " + shape;
+  } else {
+    throw UsageError(
+        fmt::format("model = {}: no such file or model shape; give a TOML file of "
+                    "model keys or one of {}",
+                    shape, fmt::join(model_shape_names(), ", ")));
+  }
+  toml::table table;
+  try {
+    table = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw UsageError(
+        fmt::format("{}:{}:{}: {}", source, where.line, where.column, e.description()));
+  }
+  const auto& names = model_config_keys();
+  for (const auto& [name, node] : table)
+    if (std::find(names.begin(), names.end(), std::string(name.str())) == names.end())
+      throw UsageError(
+          fmt::format("{}: '{}' is not a model key; a shape holds model keys only "
+                      "({}); a recipe in train/ holds the rest",
+                      source, name.str(), fmt::join(names, ", ")));
+  return table;
 }
 
 }  // namespace recall

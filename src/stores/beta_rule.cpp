@@ -2,14 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 
+#include "recall/core/enum_names.h"
 #include "recall/core/error.h"
 
 namespace recall {
 
 namespace {
-const char* kNames[] = {"none", "su", "qwen", "yarn", "ssmax"};
+constexpr std::array<const char*, 5> kNames = {"none", "su", "qwen", "yarn", "ssmax"};
 
 void check_common(double L, double beta0) {
   check_arg(std::isfinite(L) && L >= 2,
@@ -20,14 +22,11 @@ void check_common(double L, double beta0) {
 }  // namespace
 
 std::string to_string(BetaRule rule) {
-  return kNames[static_cast<int>(rule)];
+  return enum_name(kNames, rule);
 }
 
 BetaRule beta_rule_from_string(const std::string& name) {
-  for (BetaRule r : all_beta_rules())
-    if (to_string(r) == name) return r;
-  throw std::invalid_argument(
-      fmt::format("beta rule '{}' is unknown: use one of none, su, qwen, yarn, ssmax", name));
+  return enum_from_name<BetaRule>(kNames, name, "beta rule");
 }
 
 const std::vector<BetaRule>& all_beta_rules() {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "recall/core/io.h"
 #include "recall/core/kernels.h"
 #include "recall/core/machine.h"
+#include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
@@ -136,13 +138,18 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
     throw UsageError(
         fmt::format("checkpoint {}: its config is not readable: {}", source, e.what()));
   }
+  // Both parsed, so the values are compared, not the text: a key the stored config leaves out
+  // (written before the key existed) holds its default.
   const auto want = config_items(config), have = config_items(stored);
-  for (size_t i = 0; i < want.size(); ++i)
-    if (want[i].second != have[i].second)
+  for (const auto& [key, value] : want) {
+    const auto it =
+        std::find_if(have.begin(), have.end(), [&](auto& kv) { return kv.first == key; });
+    if (it != have.end() && it->second != value)
       throw UsageError(
           fmt::format("checkpoint {} was written with {} = {}, this run has {} = {}; "
                       "it is refused (resume with the same config)",
-                      source, have[i].first, have[i].second, want[i].first, want[i].second));
+                      source, key, it->second, key, value));
+  }
 }
 
 double estimate_train_memory(const TrainConfig& config, int workers, std::string* breakdown) {
@@ -395,6 +402,21 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
     save(ckpt_file);  // a finished run that was only evaluated is unchanged
   result.step = step;
   return result;
+}
+
+TrainResult train_run(const TrainConfig& config, const std::string& out_dir,
+                      const RunContext& context) {
+  TrainOptions o;
+  o.out_dir = out_dir;
+  o.reuse = true;
+  o.progress = context.progress;
+  o.print_config = false;
+  o.device = context.device;
+  o.stop = context.stop;
+  const TrainResult r = train(config, o);
+  if (r.stopped_by)
+    throw StopRequested(r.stopped_by, "after step " + std::to_string(r.step) + " of " + out_dir);
+  return r;
 }
 
 }  // namespace recall

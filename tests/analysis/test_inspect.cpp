@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/inspect_test_util.h"
+#include "model_test_util.h"
 #include "recall/analysis/inspect.h"
 #include "recall/models/block.h"
 #include "recall/stores/feed_forward.h"
@@ -112,14 +113,8 @@ TEST(InspectFfn, LearnedKvSlotsMatchSoftmaxStorePerHead) {
 
 TEST(InspectFfn, EveryFeedForwardKindIsReadThroughTheStoreApi) {
   for (const auto& name : feed_forward_names()) {
-    ModelConfig c;
-    c.vocab_size = 16;
-    c.d_model = 16;
-    c.n_layers = 1;
-    c.n_heads = 2;
-    c.seq_len = 8;
+    ModelConfig c = test::small_model(16, 16, 8, 1);
     std::tie(c.ffn, c.activation) = feed_forward_from_name(name);
-    c.ffn_mult = 2;
     c.ffn_slots = 8;
     torch::manual_seed(3);
     Transformer model(c);

@@ -2,23 +2,18 @@
 // position agree, for each position kind, beta rule, learned memories and feed-forward kind.
 #include <gtest/gtest.h>
 
+#include "model_test_util.h"
 #include "recall/models/model.h"
 
 namespace recall {
 namespace {
 
 ModelConfig small(PosKind pos, BetaRule rule, FfnKind ffn) {
-  ModelConfig c;
-  c.vocab_size = 13;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = pos == PosKind::kLearned ? 12 : 5;  // 12 tokens: past L except with learned positions
+  // 12 tokens: past L except with learned positions
+  ModelConfig c = test::small_model(13, 16, pos == PosKind::kLearned ? 12 : 5);
   c.pos = pos;
   c.attn_rule = rule;
   c.ffn = ffn;
-  c.ffn_mult = 2;
-  c.ffn_slots = 3;
   return c;
 }
 

@@ -32,10 +32,10 @@ TEST(ModelConfig, RejectsBadValuesNamingKeyValueAndRange) {
   expect_rejected(c, {"d_model = 130", "n_heads = 4", "divisible"});
   c = {};
   c.vocab_size = 0;
-  expect_rejected(c, {"vocab_size = 0", ">= 1"});
+  expect_rejected(c, {"vocab_size = 0", "in [1, "});
   c = {};
   c.vocab_size = -5;
-  expect_rejected(c, {"vocab_size = -5", ">= 1"});
+  expect_rejected(c, {"vocab_size = -5", "in [1, "});
   c = {};
   c.ffn = FfnKind::kLearnedKv;
   expect_rejected(c, {"ffn_slots = 0", ">= 1", "learned_kv"});
@@ -47,10 +47,10 @@ TEST(ModelConfig, RejectsBadValuesNamingKeyValueAndRange) {
   EXPECT_NO_THROW(c.validate());
   c = {};
   c.seq_len = 1;
-  expect_rejected(c, {"seq_len = 1", ">= 2"});
+  expect_rejected(c, {"seq_len = 1", "in [2, "});
   c = {};
   c.attn_mem_kv = -1;
-  expect_rejected(c, {"attn_mem_kv = -1", ">= 0"});
+  expect_rejected(c, {"attn_mem_kv = -1", "in [0, "});
   c = {};
   c.attn_scale = 0;
   expect_rejected(c, {"attn_scale = 0", "(0, 1024]"});
@@ -58,10 +58,10 @@ TEST(ModelConfig, RejectsBadValuesNamingKeyValueAndRange) {
   expect_rejected(c, {"attn_scale = nan"});
   c = {};
   c.ffn_mult = 0;
-  expect_rejected(c, {"ffn_mult = 0", ">= 1"});
+  expect_rejected(c, {"ffn_mult = 0", "in [1, 64]"});
   c = {};
   c.n_layers = 0;
-  expect_rejected(c, {"n_layers = 0", ">= 1"});
+  expect_rejected(c, {"n_layers = 0", "in [1, 1024]"});
 }
 
 TEST(ModelConfig, EnumNamesRoundTrip) {
@@ -99,7 +99,7 @@ TEST(ModelConfig, BadEnumNamesAreRejectedWithTheAcceptedNames) {
   EXPECT_THROW(activation_from_string("tanh"), std::invalid_argument);
 }
 
-TEST(ModelConfig, ReadsTomlKeysAndReportsThem) {
+TEST(ModelConfig, ReadsTheModelKeysOfATable) {
   auto table = toml::parse(R"(
     d_model = 64
     n_heads = 2
@@ -111,8 +111,7 @@ TEST(ModelConfig, ReadsTomlKeysAndReportsThem) {
     attn_rule = "ssmax"
     lr = 0.1
   )");
-  std::vector<std::string> used;
-  ModelConfig c = model_config_from_toml(table, &used);
+  ModelConfig c = model_config_from_toml(table);
   EXPECT_EQ(c.d_model, 64);
   EXPECT_EQ(c.n_heads, 2);
   EXPECT_EQ(c.pos, PosKind::kLearned);
@@ -122,8 +121,6 @@ TEST(ModelConfig, ReadsTomlKeysAndReportsThem) {
   EXPECT_TRUE(c.tied_head);
   EXPECT_EQ(c.attn_rule, BetaRule::kSsmax);
   EXPECT_EQ(c.vocab_size, ModelConfig{}.vocab_size);
-  EXPECT_EQ(used.size(), 8u);
-  EXPECT_EQ(std::count(used.begin(), used.end(), "lr"), 0);
 }
 
 TEST(ModelConfig, SwigluIsTheGluWithTheSiluGate) {

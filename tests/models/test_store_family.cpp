@@ -5,6 +5,7 @@
 
 #include <typeinfo>
 
+#include "model_test_util.h"
 #include "recall/models/block.h"
 #include "recall/models/model.h"
 #include "recall/models/norm.h"
@@ -14,15 +15,9 @@ namespace recall {
 namespace {
 
 ModelConfig small(FfnKind ffn, Activation activation) {
-  ModelConfig c;
-  c.vocab_size = 11;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 8;
+  ModelConfig c = test::small_model(11, 16, 8);
   c.ffn = ffn;
   c.activation = activation;
-  c.ffn_mult = 2;
   c.ffn_slots = 5;
   return c;
 }

@@ -1,6 +1,7 @@
 // The whole transformer: shapes, parameter count, causality, and gradients by central differences.
 #include <gtest/gtest.h>
 
+#include "model_test_util.h"
 #include "recall/models/block.h"
 #include "recall/models/model.h"
 
@@ -8,18 +9,12 @@ namespace recall {
 namespace {
 
 ModelConfig tiny(PosKind pos, NormKind norm, FfnKind ffn, BetaRule rule) {
-  ModelConfig c;
-  c.vocab_size = 7;
-  c.d_model = 8;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = pos == PosKind::kLearned ? 6 : 4;  // T = 6 > L except with learned positions
+  // T = 6 > L except with learned positions
+  ModelConfig c = test::small_model(7, 8, pos == PosKind::kLearned ? 6 : 4);
   c.pos = pos;
   c.norm = norm;
   c.ffn = ffn;
   c.attn_rule = rule;
-  c.ffn_mult = 2;
-  c.ffn_slots = 3;
   return c;
 }
 

@@ -16,7 +16,7 @@ namespace recall {
 namespace {
 
 TEST(BenchTrain, PresetIsATrainingConfigOfThePeersShape) {
-  const TrainConfig c = train_config_from_file(RECALL_SOURCE_DIR "/models/bench-gpt.toml");
+  const TrainConfig c = train_config_from_file(RECALL_SOURCE_DIR "/train/bench-gpt.toml");
   EXPECT_EQ(c.model.vocab_size, 96);
   EXPECT_EQ(c.model.d_model, 128);
   EXPECT_EQ(c.model.n_layers, 4);

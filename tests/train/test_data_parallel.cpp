@@ -2,6 +2,7 @@
 // gives them, and the same bytes every time for a given worker count.
 #include <gtest/gtest.h>
 
+#include "model_test_util.h"
 #include "recall/core/kernels.h"
 #include "recall/train/data_parallel.h"
 
@@ -14,12 +15,7 @@ struct Setup {
 };
 
 Setup small_model_and_batch() {
-  ModelConfig c;
-  c.vocab_size = 13;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 12;
+  ModelConfig c = test::small_model(13, 16, 12);
   c.attn_mem_kv = 2;
   torch::manual_seed(10);
   Setup s{Transformer(c), {}};

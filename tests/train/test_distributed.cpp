@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "model_test_util.h"
 #include "recall/core/error.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
@@ -101,12 +102,7 @@ TEST(Distributed, RowsTileTheBatchInOrder) {
 // the global batch's (float32 sums in another order: 1e-6), and the ready callback hands over
 // each parameter's gradient of the backward once, with the value that lands in .grad.
 TEST(Distributed, SlicesOfTheGlobalBatchAddUpToIt) {
-  ModelConfig c;
-  c.vocab_size = 13;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 12;
+  const ModelConfig c = test::small_model(13, 16, 12);
   torch::manual_seed(3);
   Transformer model(c);
   auto data = torch::randint(0, c.vocab_size, {6, c.seq_len + 1});

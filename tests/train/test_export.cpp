@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model_test_util.h"
 #include "recall/train/export.h"
 #include "recall/train/trainer.h"
 
@@ -37,15 +38,8 @@ struct Case {
 };
 
 ModelConfig base() {
-  ModelConfig c;
-  c.vocab_size = 11;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 6;  // the tokens are 10 long: M > L, where qwen and yarn differ from su and none
-  c.ffn_mult = 2;
-  c.ffn_slots = 3;
-  return c;
+  // the tokens are 10 long: M > L = 6, where qwen and yarn differ from su and none
+  return test::small_model(11, 16, 6);
 }
 
 std::vector<Case> cases() {

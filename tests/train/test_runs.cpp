@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "recall/train/presets.h"
+#include "recall/core/error.h"
+#include "recall/models/model_config.h"
+#include "recall/train/recipes.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"
 
@@ -14,22 +16,75 @@ namespace {
 
 using test::TempDir;
 
-TEST(TrainPresets, AllParseAndTheCompiledInCopiesMatchTheFiles) {
+TEST(TrainRecipes, AllParseAndTheCompiledInCopiesMatchTheFiles) {
+  const std::string src = RECALL_SOURCE_DIR;
   for (const char* name :
        {"mqar-tiny", "mqar-extrapolate", "facts-tiny", "text-tiny", "text-small", "bench-gpt"}) {
-    const std::string file = std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml";
+    const std::string file = src + "/train/" + name + ".toml";
     const auto c = train_config_from_file(file);
     EXPECT_GE(c.trainer.steps, 1) << name;
     EXPECT_EQ(train_config_from_file(name).to_toml(), c.to_toml()) << name;
   }
-  for (const auto& name : preset_names()) {
-    const auto text = preset_toml(name);
+  for (const auto& name : train_recipe_names()) {
+    const auto text = train_recipe_toml(name);
     ASSERT_TRUE(text) << name;
-    EXPECT_EQ(*text, test::read_text(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml"));
+    EXPECT_EQ(*text, test::read_text(src + "/train/" + name + ".toml"));
   }
-  // mqar-tiny, mqar-extrapolate, facts-tiny, text-tiny, text-small, bench-gpt
-  EXPECT_EQ(preset_names().size(), 6u);
-  EXPECT_FALSE(preset_toml("missing"));
+  EXPECT_EQ(train_recipe_names().size(), 6u);
+  EXPECT_FALSE(train_recipe_toml("missing"));
+}
+
+// A recipe's model keys come from its shape, under the recipe's own and --set's; the resolved
+// config is flat and reads back the same without the shape.
+TEST(TrainRecipes, ShapeKeysSitUnderTheRecipesAndTheOverrides) {
+  const TrainConfig tiny = train_config_from_file("mqar-tiny");
+  const TrainConfig extra = train_config_from_file("mqar-extrapolate");
+  const ModelConfig shape = model_config_from_toml(read_model_shape("tiny-attn"));
+  EXPECT_EQ(model_config_items(tiny.model), model_config_items(shape));
+  EXPECT_EQ(extra.model.vocab_size, 512);  // the recipe's own
+  EXPECT_EQ(extra.model.attn_conv, shape.attn_conv);
+  const TrainConfig set = train_config_from_file("mqar-tiny", {"attn_conv=3", "model=gpt-tiny"});
+  EXPECT_EQ(set.model.attn_conv, 3);            // --set wins over the shape
+  EXPECT_EQ(set.model.pos, PosKind::kLearned);  // --set model= changes the shape
+  EXPECT_EQ(train_config_from_toml(tiny.to_toml(), "printed").to_toml(), tiny.to_toml());
+  // facts sets vocab_size from its task, whatever its shape says
+  const TrainConfig facts = train_config_from_file("facts-tiny", {"facts_objects=64"});
+  EXPECT_EQ(facts.model.vocab_size, 512 + 16 + 64);
+
+  TempDir dir;
+  test::write_text(dir / "shape.toml", "d_model = 32\nn_heads = 2\n");
+  test::write_text(dir / "recipe.toml", "model = \"shape.toml\"\nsteps = 3\nwarmup_steps = 0\n");
+  const TrainConfig file = train_config_from_file(dir / "recipe.toml");
+  EXPECT_EQ(file.model.d_model, 32);  // the shape file beside the recipe
+  test::write_text(dir / "bad-shape.toml", "steps = 3\n");
+  test::write_text(dir / "bad.toml", "model = \"bad-shape.toml\"\n");
+  try {
+    train_config_from_file(dir / "bad.toml");
+    FAIL() << "a shape with a trainer key was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'steps' is not a model key"), std::string::npos)
+        << e.what();
+  }
+  try {
+    train_config_from_file("mqar-tiny", {"model=no-such-shape"});
+    FAIL() << "an unknown shape was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("tiny-attn"), std::string::npos) << e.what();
+  }
+}
+
+// Every shape of models/ lists every model key: a shape says all of the model, so the Python
+// readers (python/recall_model.py, scripts/peer_gpt.py) need no copy of recall's defaults.
+TEST(ModelShapes, EveryShapeListsEveryModelKeyAndMatchesItsFile) {
+  EXPECT_EQ(model_shape_names().size(), 5u);
+  for (const auto& name : model_shape_names()) {
+    const auto table = read_model_shape(name);
+    for (const auto& key : model_config_keys())
+      EXPECT_TRUE(table.contains(key)) << name << " " << key;
+    EXPECT_EQ(*model_shape_toml(name),
+              test::read_text(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml"));
+    EXPECT_NO_THROW(model_config_from_toml(table)) << name;
+  }
 }
 
 // A smaller mqar than the preset: 4 pairs in 16 tokens, attention only (an MLP slows the forming of

@@ -1,6 +1,7 @@
 // End to end: a tiny model trained with FusedAdamW and the data-parallel backward learns to copy.
 #include <gtest/gtest.h>
 
+#include "model_test_util.h"
 #include "recall/train/adamw.h"
 #include "recall/train/data_parallel.h"
 
@@ -8,12 +9,7 @@ namespace recall {
 namespace {
 
 TEST(ModelTraining, LearnsToRepeatTheFirstHalf) {
-  ModelConfig c;
-  c.vocab_size = 8;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 16;
+  const ModelConfig c = test::small_model(8, 32, 16);
   torch::manual_seed(11);
   Transformer model(c);
   FusedAdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.0));

@@ -18,6 +18,7 @@
 //                  beside the probe's softmax curve under the same rule      -> extrapolation.json
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct ExperimentConfig {
   std::string out_dir;  // the JSON, the plot, and runs/ for the trained models
   bool quick = false;   // fewer points, seeds and steps: rough numbers in about a minute each
   bool progress = true;
+  torch::Device device = torch::kCPU;  // where runs train and are evaluated
+  // Polled by each training run (TrainOptions::stop): non-zero stops it after a checkpoint, and
+  // the experiment with StopRequested; the same call resumes.
+  std::function<int(int64_t step)> stop;
   int64_t steps = 0;  // training steps of every run (0: the experiment's own for quick or not)
   // facts: the exposures per fact at which the kinds of more_kinds are trained again, each at its
   // largest table, to show whether more training still raises bits per parameter (empty: 2x and

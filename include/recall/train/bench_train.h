@@ -35,7 +35,7 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
 // "useful_flops_per_token":..,"useful_mfu":..} and "nproc" when more than one process trained.
 std::string to_json(const BenchTrainResult& result);
 
-// Reads the config (a file or a preset name), runs the benchmark and prints the JSON line (rank 0
+// Reads the config (a file or a recipe name), runs the benchmark and prints the JSON line (rank 0
 // only, when several processes train). Returns
 // the process exit code.
 int run_bench_train(const std::string& config_path, int64_t steps,

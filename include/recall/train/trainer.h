@@ -93,6 +93,19 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
 // and NonFiniteError as above.
 TrainResult train(const TrainConfig& config, const TrainOptions& options);
 
+// How a command that trains on its way to a measurement (experiment, extrapolate, report) runs
+// each of its trainings.
+struct RunContext {
+  bool progress = true;  // the progress line on stderr (the config is not printed)
+  torch::Device device = torch::kCPU;
+  std::function<int(int64_t step)> stop;  // TrainOptions::stop
+};
+
+// Trains `config` into `out_dir`, resuming or reusing a run found there. A stop request ends the
+// call with StopRequested (recall/core/signals.h) naming the run, after its checkpoint.
+TrainResult train_run(const TrainConfig& config, const std::string& out_dir,
+                      const RunContext& context);
+
 // Sets up the task for `config`, fixing vocab_size where the task decides it (text).
 std::unique_ptr<Task> resolve_task(TrainConfig& config,
                                    const std::vector<int64_t>& vocabulary = {});
