@@ -1,7 +1,7 @@
 # Fails when a layer includes a layer above it. Layers, lowest first; a file in src/<layer>/ or
 # include/recall/<layer>/ may include recall/<l>/ only for l at or below <layer>.
 #   cmake -DROOT=<source dir> -P cmake/check_layers.cmake
-set(layers core stores models train analysis cli)
+set(layers core stores models train analysis experiments cli)
 set(bad "")
 set(rank 0)
 foreach(layer ${layers})
@@ -21,5 +21,5 @@ foreach(layer ${layers})
   math(EXPR rank "${rank} + 1")
 endforeach()
 if(bad)
-  message(FATAL_ERROR "layer order core < stores < models < train < analysis < cli broken:\n${bad}")
+  message(FATAL_ERROR "layer order core < stores < models < train < analysis < experiments < cli broken:\n${bad}")
 endif()

@@ -1,12 +1,12 @@
 // recall experiment NAME: one of the essay's claims as an experiment, written as JSON and a plot
-// (recall/analysis/experiments.h).
+// (recall/experiments/experiments.h).
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 
 #include "commands.h"
-#include "recall/analysis/experiments.h"
+#include "recall/experiments/experiments.h"
 #include "recall/core/io.h"
 
 namespace recall::cli {

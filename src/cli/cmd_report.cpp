@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "output.h"
-#include "recall/analysis/report.h"
+#include "recall/experiments/report.h"
 #include "recall/core/io.h"
 
 namespace recall::cli {

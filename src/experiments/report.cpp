@@ -1,4 +1,4 @@
-#include "recall/analysis/report.h"
+#include "recall/experiments/report.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "recall/analysis/experiments.h"
+#include "recall/experiments/experiments.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/fit.h"
 #include "recall/analysis/inspect.h"

@@ -1,4 +1,4 @@
-#include "recall/analysis/experiments.h"
+#include "recall/experiments/experiments.h"
 
 #include <fmt/format.h>
 
@@ -16,7 +16,7 @@
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"
-#include "recall/analysis/report.h"
+#include "recall/experiments/report.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/plot.h"

@@ -1,4 +1,4 @@
-// `recall experiment` sharpness: attn_scale swept on mqar (recall/analysis/experiments.h).
+// `recall experiment` sharpness: attn_scale swept on mqar (recall/experiments/experiments.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,11 +12,11 @@
 #include <sstream>
 
 #include "experiment.h"
-#include "recall/analysis/experiments.h"
+#include "recall/experiments/experiments.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"
-#include "recall/analysis/report.h"
+#include "recall/experiments/report.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/plot.h"

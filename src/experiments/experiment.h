@@ -1,4 +1,4 @@
-// What the experiment files (src/analysis/experiment_*.cpp) share: one Experiment per run of
+// What the experiment files (src/experiments/experiment_*.cpp) share: one Experiment per run of
 // `recall experiment NAME`, its run folders, and the Markdown helpers. Private to this layer.
 #pragma once
 #include <fmt/format.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "recall/analysis/experiments.h"
-#include "recall/analysis/report.h"
+#include "recall/experiments/experiments.h"
+#include "recall/experiments/report.h"
 #include "recall/train/trainer.h"
 
 namespace recall::experiment_detail {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "recall/analysis/experiments.h"
+#include "recall/experiments/experiments.h"
 #include "recall/analysis/probe.h"
 #include "recall/models/block.h"
 #include "recall/stores/outer_product.h"

@@ -7,7 +7,7 @@
 //   4. the heads of the mqar run trained with rule none: which recall, their ISR with length;
 //   5. trained stores against constructed ones of the same width (fit.png);
 //   6. facts: an MLP against learned key-values at equal parameters, each read as a store;
-//   7-11. the experiments of recall/analysis/experiments.h: sharpness, scaling laws, facts to
+//   7-11. the experiments of recall/experiments/experiments.h: sharpness, scaling laws, facts to
 //      saturation per feed-forward kind, learned key-values on language, length extrapolation
 //      with and without positions.
 #pragma once
