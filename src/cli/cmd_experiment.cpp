@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "commands.h"
-#include "recall/experiments/experiments.h"
 #include "recall/core/io.h"
+#include "recall/experiments/experiments.h"
 
 namespace recall::cli {
 

@@ -6,8 +6,8 @@
 
 #include "commands.h"
 #include "output.h"
-#include "recall/experiments/report.h"
 #include "recall/core/io.h"
+#include "recall/experiments/report.h"
 
 namespace recall::cli {
 

@@ -4,6 +4,7 @@
 // bad).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -36,7 +37,8 @@ CliRun run(const std::string& args, const fs::path& dir) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
+  // per process: test runs of other checkouts may share the temporary folder
+  const fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

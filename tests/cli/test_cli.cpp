@@ -1,6 +1,7 @@
 // The real binary: bad input gets one line naming the flag and exit code 2, and no output file.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -21,8 +22,9 @@ struct CliRun {
 // Runs `recall args` with stdout and stderr captured, after `env` (NAME=value ... or "").
 CliRun run(const std::string& args, const std::string& env = "") {
   const fs::path dir = fs::temp_directory_path();
-  const std::string out = (dir / "recall_cli_out.txt").string(),
-                    err = (dir / "recall_cli_err.txt").string();
+  const std::string pid = std::to_string(getpid());
+  const std::string out = (dir / ("recall_cli_out_" + pid + ".txt")).string(),
+                    err = (dir / ("recall_cli_err_" + pid + ".txt")).string();
   const std::string cmd = (env.empty() ? "" : "env " + env + " ") + RECALL_BINARY + " " + args +
                           " >" + out + " 2>" + err;
   CliRun r;
@@ -38,7 +40,8 @@ CliRun run(const std::string& args, const std::string& env = "") {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
+  // per process: test runs of other checkouts may share the temporary folder
+  const fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -48,7 +48,8 @@ CliResult run_recall(const std::string& args, const std::string& env = "") {
 }
 
 fs::path fresh(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
+  // per process: test runs of other checkouts may share the temporary folder
+  const fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
