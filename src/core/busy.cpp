@@ -1,0 +1,32 @@
+#include "recall/core/busy.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+namespace recall {
+
+BusyNeighbours::BusyNeighbours(int n) {
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      this->~BusyNeighbours();
+      throw std::runtime_error("fork failed: cannot start a busy neighbour");
+    }
+    if (pid == 0) {  // the child touches nothing of the parent's: it spins until killed
+      volatile unsigned long x = 0;
+      for (;;) x = x + 1;
+    }
+    pids_.push_back(pid);
+  }
+}
+
+BusyNeighbours::~BusyNeighbours() {
+  for (pid_t pid : pids_) ::kill(pid, SIGKILL);
+  for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+  pids_.clear();
+}
+
+}  // namespace recall
