@@ -1,6 +1,7 @@
 #include "recall/core/busy.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 namespace recall {
 
 BusyNeighbours::BusyNeighbours(int n) {
+  const pid_t parent = ::getpid();
   for (int i = 0; i < n; ++i) {
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -16,6 +18,8 @@ BusyNeighbours::BusyNeighbours(int n) {
       throw std::runtime_error("fork failed: cannot start a busy neighbour");
     }
     if (pid == 0) {  // the child touches nothing of the parent's: it spins until killed
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and dies with the parent, however that ends
+      if (::getppid() != parent) ::_exit(0);
       volatile unsigned long x = 0;
       for (;;) x = x + 1;
     }
