@@ -55,29 +55,47 @@ class MemoryStream {
     if (ks.size() == 1) return {ks[0], vs[0]};
     return {torch::cat(ks), torch::cat(vs)};
   }
+  // The keys of memories [a, b), inside one block, transposed: (d_k, b - a), row stride kBlock.
+  torch::Tensor keys_t(int64_t a, int64_t b) {
+    const int64_t block = a / kBlock;
+    TORCH_CHECK(b <= (block + 1) * kBlock, "keys_t: [a, b) crosses a block");
+    load(block);
+    return keys_t_.slice(1, a - block * kBlock, b - block * kBlock);
+  }
+
+  static constexpr int64_t kBlock = 16384;
 
  private:
-  static constexpr int64_t kBlock = 16384;
   void load(int64_t block) {
     if (block == cached_) return;
-    // Sub-blocks with their own generators fill in parallel; the result does not depend on threads.
+    // Sub-blocks with their own generators are drawn, normalised and laid out in one parallel
+    // region (torch ops inside it run on the thread that claimed the sub-block); the result does
+    // not depend on threads.
     constexpr int64_t kSub = 2048;
     auto x = torch::empty({kBlock, d_k_ + d_v_});
+    auto keys = torch::empty({kBlock, d_k_}), values = torch::empty({kBlock, d_v_});
+    auto keys_t = device_.is_cpu() ? torch::empty({d_k_, kBlock}) : torch::Tensor();
     const uint64_t base = splitmix64(seed_ + static_cast<uint64_t>(block));
-    parallel_claim(kBlock / kSub, [&](int64_t i) {
+    parallel_claim(kBlock / kSub, [&](int64_t i, int) {
       auto gen =
           at::make_generator<at::CPUGeneratorImpl>(splitmix64(base + static_cast<uint64_t>(i)));
-      x.slice(0, i * kSub, (i + 1) * kSub).normal_(0.0, 1.0, gen);
+      auto xs = x.slice(0, i * kSub, (i + 1) * kSub);
+      xs.normal_(0.0, 1.0, gen);
+      auto k = xs.slice(1, 0, d_k_), v = xs.slice(1, d_k_);
+      const auto unit_k = k / k.norm(2, 1, true);  // (kSub, d_k), unit rows
+      keys.slice(0, i * kSub, (i + 1) * kSub).copy_(unit_k);
+      if (keys_t.defined()) keys_t.slice(1, i * kSub, (i + 1) * kSub).copy_(unit_k.t());
+      values.slice(0, i * kSub, (i + 1) * kSub).copy_(v / v.norm(2, 1, true));
     });
-    auto k = x.slice(1, 0, d_k_), v = x.slice(1, d_k_);
-    keys_ = (k / k.norm(2, 1, true)).to(device_).contiguous();  // (kBlock, d_k), unit rows
-    values_ = (v / v.norm(2, 1, true)).to(device_).contiguous();
+    keys_ = keys.to(device_);
+    values_ = values.to(device_);
+    keys_t_ = keys_t;
     cached_ = block;
   }
   uint64_t seed_;
   int64_t d_k_, d_v_, cached_ = -1;
   torch::Device device_;
-  torch::Tensor keys_, values_;
+  torch::Tensor keys_, values_, keys_t_;
 };
 
 std::vector<double> to_vector(const torch::Tensor& t) {
@@ -217,7 +235,7 @@ constexpr int64_t kColTile = 512;
 constexpr int64_t kAccsPerItem = 8;
 
 double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& queries,
-                    const torch::Tensor& K, const torch::Tensor& V, int64_t c0, int64_t c1,
+                    const torch::Tensor& Kt, const torch::Tensor& V, int64_t c0, int64_t c1,
                     ProbeProfile& profile) {
   // Accumulators with more queries first: a row tile's accumulators are then a prefix.
   std::stable_sort(active.begin(), active.end(),
@@ -234,24 +252,25 @@ double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& quer
     for (size_t a0 = 0; a0 < n; a0 += kAccsPerItem)
       items.push_back({r0, std::min(kRowTile, q_max - r0), a0, std::min(n, a0 + kAccsPerItem)});
   }
-  const int64_t d_k = K.size(1), d_v = V.size(1), C = c1 - c0;
-  const auto Kt = K.t().contiguous();  // (d_k, C): the similarity tiles read rows of it
+  // Kt (d_k, C), rows strided: the similarity tiles read rows of it
+  const int64_t d_k = Kt.size(0), d_v = V.size(1), ldk = Kt.stride(0);
   const float* Q = queries.data_ptr<float>();
   const float* Kp = Kt.data_ptr<float>();
   const float* Vp = V.data_ptr<float>();
   // per thread: seconds in similarity, weights, accumulate
-  std::vector<std::array<double, 3>> seconds(static_cast<size_t>(at::get_num_threads()));
-  parallel_claim(static_cast<int64_t>(items.size()), [&](int64_t k) {
+  const auto workers = static_cast<size_t>(at::get_num_threads());
+  std::vector<std::array<double, 3>> seconds(workers);
+  std::vector<std::vector<float>> buffers(workers, std::vector<float>(2 * kRowTile * kColTile));
+  parallel_claim(static_cast<int64_t>(items.size()), [&](int64_t k, int worker) {
     const Item& it = items[static_cast<size_t>(k)];
-    thread_local std::vector<float> buffer;
-    buffer.resize(2 * kRowTile * kColTile);
+    auto& buffer = buffers[static_cast<size_t>(worker)];
     float* S = buffer.data();                        // (rows, kColTile)
     float* W = buffer.data() + kRowTile * kColTile;  // (rows, kColTile)
-    auto& sec = seconds[static_cast<size_t>(at::get_thread_num())];
+    auto& sec = seconds[static_cast<size_t>(worker)];
     for (int64_t b0 = c0; b0 < c1; b0 += kColTile) {
       const int64_t nb = std::min(kColTile, c1 - b0);
       auto t = std::chrono::steady_clock::now();
-      tile_gemm(Q + it.r0 * d_k, d_k, Kp + (b0 - c0), C, S, kColTile, it.rows, nb, d_k, false);
+      tile_gemm(Q + it.r0 * d_k, d_k, Kp + (b0 - c0), ldk, S, kColTile, it.rows, nb, d_k, false);
       auto t1 = std::chrono::steady_clock::now();
       sec[0] += std::chrono::duration<double>(t1 - t).count();
       for (size_t i = it.a0; i < it.a1; ++i) {
@@ -416,8 +435,10 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
     for (auto& [key, a] : plan.accs) a.start(config.d_v, config.device);
     for (int64_t c0 = 0; c0 < plan.end_max;) {
-      const int64_t c1 =
-          std::min({*plan.boundaries.upper_bound(c0), c0 + config.chunk, plan.end_max});
+      // chunks end at grid points, and on the fused path also at the stream's blocks (whose
+      // transposed keys they read in place)
+      int64_t c1 = std::min({*plan.boundaries.upper_bound(c0), c0 + config.chunk, plan.end_max});
+      if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
       auto t = std::chrono::steady_clock::now();
       auto [K, V] = stream.get(c0, c1);
       profile.generate += seconds_since(t);
@@ -426,8 +447,9 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
         if (a.end > c0) active.push_back(&a);
       int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
       for (auto* a : active) q_active = std::max(q_active, a->q);
-      const double work = fused ? update_fused(active, queries, K, V, c0, c1, profile)
-                                : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
+      const double work =
+          fused ? update_fused(active, queries, stream.keys_t(c0, c1), V, c0, c1, profile)
+                : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
       result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
                       2.0 * work * static_cast<double>(config.d_v);
       done += work;
