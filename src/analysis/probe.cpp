@@ -432,7 +432,9 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
   for (int64_t trial = 0; trial < config.trials; ++trial) {
     MemoryStream stream(config.seed, trial, config.d_k, config.d_v, config.device);
     torch::Tensor queries;
+    auto t_queries = std::chrono::steady_clock::now();
     if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
+    profile.generate += seconds_since(t_queries);
     for (auto& [key, a] : plan.accs) a.start(config.d_v, config.device);
     for (int64_t c0 = 0; c0 < plan.end_max;) {
       // chunks end at grid points, and on the fused path also at the stream's blocks (whose

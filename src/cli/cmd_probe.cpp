@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -145,11 +148,15 @@ void add_bench(CLI::App& root, Action& action) {
     std::string device = "cpu";
     int busy = 0;
     int64_t busy_train_steps = 10;
+    std::string peer;
   };
   auto o = std::make_shared<Opts>();
   auto* probe =
       bench->add_subcommand("probe", "time the default probe: GFLOP/s beside GEMM GFLOP/s");
   add_probe_flags(probe, o->config, o->rules, o->no_rules, o->device);
+  probe->add_option("--peer", o->peer,
+                    "also run this PyTorch peer (scripts/peer_probe.py) on the same plan with "
+                    "$RECALL_PYTHON or /usr/bin/python3, and print its seconds beside recall's");
   probe
       ->add_option("--busy", o->busy,
                    "then run it again beside N processes that spin on the CPU, and training "
@@ -162,6 +169,8 @@ void add_bench(CLI::App& root, Action& action) {
       ->capture_default_str();
   probe->callback([o, &action] {
     resolve_rules(o->config, o->rules, o->no_rules, o->device);
+    if (!o->peer.empty() && !std::filesystem::is_regular_file(o->peer))
+      throw UsageError(fmt::format("--peer {}: no such file (scripts/peer_probe.py)", o->peer));
     action = [o] {
       const double gemm = measure_gemm_gflops(10, 3, o->config.device);
       const ProbeResult r = run_probe(o->config);
@@ -184,6 +193,30 @@ void add_bench(CLI::App& root, Action& action) {
                             {"accumulate", r.profile.accumulate},
                             {"snapshots", r.profile.snapshots},
                             {"direct", r.profile.direct}}}};
+      if (!o->peer.empty()) {
+        // the peer reads recall's JSON for its plan, measures it again, prints one JSON line
+        const auto plan = std::filesystem::temp_directory_path() /
+                          fmt::format("recall_bench_probe_{}.json", ::getpid());
+        std::ofstream(plan) << probe_json(r);
+        const char* env = std::getenv("RECALL_PYTHON");
+        const std::string cmd =
+            fmt::format("'{}' '{}' --threads {} --plan '{}'", env ? env : "/usr/bin/python3",
+                        o->peer, torch::get_num_threads(), plan.string());
+        std::string out;
+        if (FILE* p = ::popen(cmd.c_str(), "r")) {
+          char buf[4096];
+          while (std::fgets(buf, sizeof buf, p)) out += buf;
+          if (::pclose(p) != 0) out.clear();
+        }
+        std::filesystem::remove(plan);
+        const auto peer = nlohmann::json::parse(out, nullptr, false);
+        if (peer.is_discarded() || !peer.contains("seconds")) {
+          std::fprintf(stderr, "note: the peer did not run (%s)\n", cmd.c_str());
+        } else {
+          j["peer_seconds"] = peer["seconds"];
+          j["peer_torch"] = peer["torch"];
+        }
+      }
       if (o->busy > 0) {
         // the same work beside busy neighbours, and training beside the same, back to back
         const int64_t steps = o->busy_train_steps > 0 ? o->busy_train_steps + 2 : 0;

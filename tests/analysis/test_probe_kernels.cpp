@@ -1,7 +1,13 @@
 // The probe's fused CPU kernels against their torch-ops references: the vectorised relative
 // weights, the tile product, and the whole streamed probe (fused against torch ops, which
-// RECALL_KERNELS=reference and CUDA run).
+// RECALL_KERNELS=reference and CUDA run); and the PyTorch peer against recall's JSON.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "python_test_util.h"
 
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
@@ -77,4 +83,26 @@ TEST(ProbeKernels, FusedProbeMatchesTorchOps) {
           << r << " " << fused.rules[r].curve[g].M;
   EXPECT_GT(fused.profile.accumulate, 0);
   EXPECT_GT(ref.profile.accumulate, 0);
+}
+
+// The PyTorch peer (scripts/peer_probe.py) measures recall's plan again with memories of its own
+// and must agree with recall's JSON within the trial noise (its --compare).
+TEST(ProbePeer, PeerAgreesWithRecallsJson) {
+  const std::string python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
+  ProbeConfig c;
+  c.stores = {"outer_product", "least_squares", "relu2", "exp3", "softmax"};
+  c.beta = 4;  // softmax capacity ~1.8e3 at d_k = 64: a small plan
+  c.queries = 64;
+  c.trials = 4;
+  c.ref_len = 64;
+  c.rule_m_max = 8192;
+  c.rule_queries = 32;
+  const auto dir = std::filesystem::temp_directory_path() / "recall_probe_peer";
+  std::filesystem::create_directories(dir);
+  const auto plan = (dir / "probe.json").string();
+  std::ofstream(plan) << probe_json(run_probe(c));
+  const std::string cmd = python + " '" + RECALL_SOURCE_DIR +
+                          "/scripts/peer_probe.py' --threads 1 --compare --plan '" + plan + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
