@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <exception>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace recall {
 

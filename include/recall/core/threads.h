@@ -1,8 +1,6 @@
 #pragma once
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
