@@ -3,14 +3,18 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "recall/analysis/probe_weights.h"
+#include "recall/analysis/tile_gemm.h"
 #include "recall/core/device.h"
 #include "recall/core/error.h"
+#include "recall/core/kernels.h"
 #include "recall/core/machine.h"
 #include "recall/core/threads.h"
 #include "recall/stores/store.h"
@@ -51,31 +55,47 @@ class MemoryStream {
     if (ks.size() == 1) return {ks[0], vs[0]};
     return {torch::cat(ks), torch::cat(vs)};
   }
+  // The keys of memories [a, b), inside one block, transposed: (d_k, b - a), row stride kBlock.
+  torch::Tensor keys_t(int64_t a, int64_t b) {
+    const int64_t block = a / kBlock;
+    TORCH_CHECK(b <= (block + 1) * kBlock, "keys_t: [a, b) crosses a block");
+    load(block);
+    return keys_t_.slice(1, a - block * kBlock, b - block * kBlock);
+  }
+
+  static constexpr int64_t kBlock = 16384;
 
  private:
-  static constexpr int64_t kBlock = 16384;
   void load(int64_t block) {
     if (block == cached_) return;
-    // Sub-blocks with their own generators fill in parallel; the result does not depend on threads.
+    // Sub-blocks with their own generators are drawn, normalised and laid out in one parallel
+    // region (torch ops inside it run on the thread that claimed the sub-block); the result does
+    // not depend on threads.
     constexpr int64_t kSub = 2048;
     auto x = torch::empty({kBlock, d_k_ + d_v_});
+    auto keys = torch::empty({kBlock, d_k_}), values = torch::empty({kBlock, d_v_});
+    auto keys_t = device_.is_cpu() ? torch::empty({d_k_, kBlock}) : torch::Tensor();
     const uint64_t base = splitmix64(seed_ + static_cast<uint64_t>(block));
-    at::parallel_for(0, kBlock / kSub, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        auto gen =
-            at::make_generator<at::CPUGeneratorImpl>(splitmix64(base + static_cast<uint64_t>(i)));
-        x.slice(0, i * kSub, (i + 1) * kSub).normal_(0.0, 1.0, gen);
-      }
+    parallel_claim(kBlock / kSub, [&](int64_t i, int) {
+      auto gen =
+          at::make_generator<at::CPUGeneratorImpl>(splitmix64(base + static_cast<uint64_t>(i)));
+      auto xs = x.slice(0, i * kSub, (i + 1) * kSub);
+      xs.normal_(0.0, 1.0, gen);
+      auto k = xs.slice(1, 0, d_k_), v = xs.slice(1, d_k_);
+      const auto unit_k = k / k.norm(2, 1, true);  // (kSub, d_k), unit rows
+      keys.slice(0, i * kSub, (i + 1) * kSub).copy_(unit_k);
+      if (keys_t.defined()) keys_t.slice(1, i * kSub, (i + 1) * kSub).copy_(unit_k.t());
+      values.slice(0, i * kSub, (i + 1) * kSub).copy_(v / v.norm(2, 1, true));
     });
-    auto k = x.slice(1, 0, d_k_), v = x.slice(1, d_k_);
-    keys_ = (k / k.norm(2, 1, true)).to(device_).contiguous();  // (kBlock, d_k), unit rows
-    values_ = (v / v.norm(2, 1, true)).to(device_).contiguous();
+    keys_ = keys.to(device_);
+    values_ = values.to(device_);
+    keys_t_ = keys_t;
     cached_ = block;
   }
   uint64_t seed_;
   int64_t d_k_, d_v_, cached_ = -1;
   torch::Device device_;
-  torch::Tensor keys_, values_;
+  torch::Tensor keys_, values_, keys_t_;
 };
 
 std::vector<double> to_vector(const torch::Tensor& t) {
@@ -83,71 +103,28 @@ std::vector<double> to_vector(const torch::Tensor& t) {
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
-// sigma(s) / sigma(1), computed so that it stays finite (softmax at large beta).
-torch::Tensor relative_weights(const WeightFunction& w, const torch::Tensor& s) {
-  if (w.kind == WeightKind::kSoftmax) return torch::exp((s - 1.0) * w.beta);
-  const double one = w(1.0);
-  if (w.kind == WeightKind::kLinear) return s.clone();
-  return one == 1.0 ? w(s) : w(s) / one;
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // One running sum A_j = sum_{i != j} (sigma(s_ij) / sigma(1)) v_i over the stream, for the first q
-// queries, with ISR snapshots at given M.
+// queries (the first q stored keys), with ISR snapshots at given M.
 struct Accumulator {
   WeightFunction weight;
   int64_t q = 0, end = 0;
   std::set<int64_t> snapshots;
   std::map<int64_t, std::vector<double>> isr;  // M -> ISR of the first min(q, M) queries
-};
+  torch::Tensor sums, signal;  // (q, d_v) the A_j, (q,) sigma(1) / sigma(1) as computed
 
-// Accumulators with the same q, ordered by end (latest first): those still active at any point of
-// the stream are a prefix, so one GEMM updates all their sums.
-struct AccGroup {
-  int64_t q = 0;
-  std::vector<Accumulator*> accs;
-  torch::Tensor sums, signal, wbuf;  // (n q, d_v), (n, q), flat buffer for (n q, chunk) weights
-
-  void start(int64_t d_v, int64_t chunk, const torch::Device& device) {
-    const auto n = static_cast<int64_t>(accs.size());
+  void start(int64_t d_v, const torch::Device& device) {
     const auto opts = torch::TensorOptions().device(device);
-    sums = torch::zeros({n * q, d_v}, opts);
-    signal = torch::zeros({n, q}, opts);
-    if (!wbuf.defined()) wbuf = torch::empty({n * q * chunk}, opts);
+    sums = torch::zeros({q, d_v}, opts);
+    signal = torch::zeros({q}, opts);
+    isr.clear();
   }
-
-  // Adds memories [c0, c1) with similarities S (>= q rows, C columns) and values V (C, d_v).
-  // Returns the multiply-adds done.
-  double update(const torch::Tensor& S, const torch::Tensor& V, int64_t c0, int64_t c1) {
-    int64_t k = 0;
-    while (k < static_cast<int64_t>(accs.size()) && accs[k]->end > c0) ++k;
-    if (k == 0) return 0;
-    const int64_t C = c1 - c0;
-    auto Sq = S.slice(0, 0, q);
-    torch::Tensor shifted;  // S - 1, shared by every softmax accumulator
-    auto W = wbuf.narrow(0, 0, k * q * C).view({k * q, C});  // (k q, C)
-    for (int64_t i = 0; i < k; ++i) {
-      const WeightFunction& w = accs[i]->weight;
-      auto dst = W.slice(0, i * q, (i + 1) * q);
-      if (w.kind == WeightKind::kSoftmax) {
-        if (!shifted.defined()) shifted = Sq - 1.0;
-        torch::mul_out(dst, shifted, w.beta).exp_();  // exp(beta (s - 1)) = sigma(s) / sigma(1)
-      } else {
-        dst.copy_(relative_weights(w, Sq));
-      }
-      if (c0 < q) {  // queries j in [c0, min(c1, q)) meet themselves here: that is the signal
-        auto idx = torch::arange(c0, std::min(c1, q), S.options().dtype(torch::kLong));
-        signal[i].index_put_({idx}, dst.index({idx, idx - c0}));
-        dst.index_put_({idx, idx - c0}, 0.0);
-      }
-    }
-    sums.slice(0, 0, k * q).addmm_(W, V);  // (k q, d_v) += (k q, C) (C, d_v)
-    for (int64_t i = 0; i < k; ++i) {
-      if (!accs[i]->snapshots.count(c1)) continue;
-      const int64_t n = std::min(q, c1);
-      auto isr = sums.slice(0, i * q, i * q + n).norm(2, 1) / signal[i].slice(0, 0, n).abs();
-      accs[i]->isr[c1] = to_vector(isr);
-    }
-    return static_cast<double>(k * q * C);
+  void snapshot(int64_t M) {
+    const int64_t n = std::min(q, M);
+    isr[M] = to_vector(sums.slice(0, 0, n).norm(2, 1) / signal.slice(0, 0, n).abs());
   }
 };
 
@@ -160,6 +137,169 @@ AccKey key_of(const WeightFunction& w, int64_t q) {
               ? 0.0
               : w.beta,
           q};
+}
+
+// What a probe computes, derived once from its config: the stores and their grids, the rule
+// points, and one accumulator per distinct (weight function, queries) whose snapshots the stores
+// and rule points read.
+struct ProbePlan {
+  std::vector<StoreSpec> specs;
+  std::vector<std::vector<int64_t>> grids;  // per store
+  std::vector<int64_t> rule_grid;
+  std::vector<std::vector<double>> rule_beta;  // per rule, per rule_grid point
+  std::map<AccKey, Accumulator> accs;
+  std::set<int64_t> boundaries;  // every snapshot M: chunks end there
+  int64_t end_max = 0;
+  double work = 0;  // memory-queries per trial
+
+  bool streamed(size_t store, const ProbeConfig& c) const {
+    return specs[store].is_weight_function() && !c.reference;
+  }
+  Accumulator& store_acc(size_t store, const ProbeConfig& c) {
+    return accs.at(key_of(specs[store].weight, c.queries));
+  }
+  Accumulator& rule_acc(size_t rule, size_t g, const ProbeConfig& c) {
+    return accs.at(key_of(softmax_weight(rule_beta[rule][g]), c.rule_queries));
+  }
+};
+
+ProbePlan make_plan(const ProbeConfig& config) {
+  ProbePlan plan;
+  auto need = [&](const WeightFunction& w, int64_t q, int64_t M) {
+    Accumulator& a = plan.accs[key_of(w, q)];
+    a.weight = w;
+    a.q = q;
+    a.end = std::max(a.end, M);
+    a.snapshots.insert(M);
+  };
+  for (const auto& name : config.store_names()) {
+    plan.specs.push_back(StoreSpec::parse(name, config.beta));
+    plan.grids.push_back(store_grid(config, name));
+    if (plan.streamed(plan.specs.size() - 1, config))
+      for (int64_t M : plan.grids.back()) need(plan.specs.back().weight, config.queries, M);
+  }
+  plan.rule_grid = rule_grid(config);
+  for (BetaRule r : config.rules) {
+    plan.rule_beta.emplace_back();
+    for (int64_t M : plan.rule_grid) {
+      plan.rule_beta.back().push_back(beta_for(r, M, config.ref_len, config.beta));
+      need(softmax_weight(plan.rule_beta.back().back()), config.rule_queries, M);
+    }
+  }
+  for (auto& [key, a] : plan.accs) {
+    plan.boundaries.insert(a.snapshots.begin(), a.snapshots.end());
+    plan.end_max = std::max(plan.end_max, a.end);
+    plan.work += static_cast<double>(a.q) * static_cast<double>(a.end);
+  }
+  return plan;
+}
+
+// Adds memories [c0, c1) (keys K, values V) to the accumulators active there, with torch ops on
+// any device: the reference of the fused CPU path below, and the path on CUDA. The similarities
+// of the first q_max queries are one product; each accumulator's weights a pass or more of
+// elementwise ops, and its sums one more product. Returns the multiply-adds of the sums.
+double update_with_torch_ops(std::vector<Accumulator*>& active, const torch::Tensor& queries,
+                             const torch::Tensor& K, const torch::Tensor& V, int64_t c0, int64_t c1,
+                             ProbeProfile& profile) {
+  int64_t q_max = 0;
+  for (auto* a : active) q_max = std::max(q_max, a->q);
+  auto t = std::chrono::steady_clock::now();
+  const auto S = queries.slice(0, 0, q_max).mm(K.t());  // (q_max, C) similarities
+  profile.similarity += seconds_since(t);
+  double work = 0;
+  for (auto* a : active) {
+    t = std::chrono::steady_clock::now();
+    auto W = relative_weights(a->weight, S.slice(0, 0, a->q));  // (q, C)
+    if (c0 < a->q) {  // queries j in [c0, min(c1, q)) meet themselves here: that is the signal
+      auto idx = torch::arange(c0, std::min(c1, a->q), S.options().dtype(torch::kLong));
+      a->signal.index_put_({idx}, W.index({idx, idx - c0}));
+      W.index_put_({idx, idx - c0}, 0.0);
+    }
+    profile.weights += seconds_since(t);
+    t = std::chrono::steady_clock::now();
+    a->sums.addmm_(W, V);  // (q, d_v) += (q, C) (C, d_v)
+    profile.accumulate += seconds_since(t);
+    work += static_cast<double>(a->q * (c1 - c0));
+  }
+  return work;
+}
+
+// The fused CPU path. Items are (a tile of kRowTile queries, up to kAccsPerItem accumulators),
+// claimed by torch's threads in one parallel region per chunk; each item walks the chunk kColTile
+// memories at a time: the similarity tile (one product), then per accumulator its weights (one
+// vectorised pass) and its sums (one product), all in L2. An item owns its rows of its
+// accumulators' sums, and the tile sizes are constants, so every product has the same shape and
+// the sums the same bits at any thread count.
+constexpr int64_t kRowTile = 32;
+constexpr int64_t kColTile = 512;
+constexpr int64_t kAccsPerItem = 8;
+
+double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& queries,
+                    const torch::Tensor& Kt, const torch::Tensor& V, int64_t c0, int64_t c1,
+                    ProbeProfile& profile) {
+  // Accumulators with more queries first: a row tile's accumulators are then a prefix.
+  std::stable_sort(active.begin(), active.end(),
+                   [](const Accumulator* x, const Accumulator* y) { return x->q > y->q; });
+  struct Item {
+    int64_t r0, rows;
+    size_t a0, a1;  // accumulators [a0, a1) of active
+  };
+  std::vector<Item> items;
+  const int64_t q_max = active.empty() ? 0 : active.front()->q;
+  for (int64_t r0 = 0; r0 < q_max; r0 += kRowTile) {
+    size_t n = 0;
+    while (n < active.size() && active[n]->q > r0) ++n;
+    for (size_t a0 = 0; a0 < n; a0 += kAccsPerItem)
+      items.push_back({r0, std::min(kRowTile, q_max - r0), a0, std::min(n, a0 + kAccsPerItem)});
+  }
+  // Kt (d_k, C), rows strided: the similarity tiles read rows of it
+  const int64_t d_k = Kt.size(0), d_v = V.size(1), ldk = Kt.stride(0);
+  const float* Q = queries.data_ptr<float>();
+  const float* Kp = Kt.data_ptr<float>();
+  const float* Vp = V.data_ptr<float>();
+  // per thread: seconds in similarity, weights, accumulate
+  const auto workers = static_cast<size_t>(at::get_num_threads());
+  std::vector<std::array<double, 3>> seconds(workers);
+  std::vector<std::vector<float>> buffers(workers, std::vector<float>(2 * kRowTile * kColTile));
+  parallel_claim(static_cast<int64_t>(items.size()), [&](int64_t k, int worker) {
+    const Item& it = items[static_cast<size_t>(k)];
+    auto& buffer = buffers[static_cast<size_t>(worker)];
+    float* S = buffer.data();                        // (rows, kColTile)
+    float* W = buffer.data() + kRowTile * kColTile;  // (rows, kColTile)
+    auto& sec = seconds[static_cast<size_t>(worker)];
+    for (int64_t b0 = c0; b0 < c1; b0 += kColTile) {
+      const int64_t nb = std::min(kColTile, c1 - b0);
+      auto t = std::chrono::steady_clock::now();
+      tile_gemm(Q + it.r0 * d_k, d_k, Kp + (b0 - c0), ldk, S, kColTile, it.rows, nb, d_k, false);
+      auto t1 = std::chrono::steady_clock::now();
+      sec[0] += std::chrono::duration<double>(t1 - t).count();
+      for (size_t i = it.a0; i < it.a1; ++i) {
+        Accumulator& a = *active[i];
+        const int64_t rows = std::min(it.rows, a.q - it.r0);
+        t = std::chrono::steady_clock::now();
+        relative_weights_rows(a.weight, S, kColTile, W, kColTile, rows, nb);
+        float* signal = a.signal.data_ptr<float>();
+        for (int64_t j = std::max(it.r0, b0); j < std::min(it.r0 + rows, b0 + nb); ++j) {
+          float& diagonal = W[(j - it.r0) * kColTile + (j - b0)];  // query j meets itself
+          signal[j] = diagonal;
+          diagonal = 0.0f;
+        }
+        t1 = std::chrono::steady_clock::now();
+        sec[1] += std::chrono::duration<double>(t1 - t).count();
+        tile_gemm(W, kColTile, Vp + (b0 - c0) * d_v, d_v, a.sums.data_ptr<float>() + it.r0 * d_v,
+                  d_v, rows, d_v, nb, true);
+        sec[2] += seconds_since(t1);
+      }
+    }
+  });
+  for (const auto& s : seconds) {
+    profile.similarity += s[0];
+    profile.weights += s[1];
+    profile.accumulate += s[2];
+  }
+  double work = 0;
+  for (auto* a : active) work += static_cast<double>(a->q * (c1 - c0));
+  return work;
 }
 
 // ISR of the first q stored keys of a store that is built directly (least squares, delta): the
@@ -237,41 +377,38 @@ std::vector<int64_t> rule_grid(const ProbeConfig& config) {
 
 double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown) {
   config.validate();
+  const ProbePlan plan = make_plan(config);
   const double dkv = static_cast<double>(config.d_k + config.d_v);
-  std::map<AccKey, int64_t> accs;  // -> queries
   double direct = 0, samples = 0;
-  for (const auto& name : config.store_names()) {
-    const StoreSpec spec = StoreSpec::parse(name, config.beta);
-    const auto grid = store_grid(config, name);
+  for (size_t s = 0; s < plan.specs.size(); ++s) {
+    const auto& grid = plan.grids[s];
     for (int64_t M : grid) samples += static_cast<double>(std::min(config.queries, M));
-    if (spec.is_weight_function() && !config.reference) {
-      accs[key_of(spec.weight, config.queries)] = config.queries;
-    } else {
+    if (!plan.streamed(s, config)) {
       const auto M = static_cast<double>(grid.back());
       const auto n = static_cast<double>(std::min(config.queries, grid.back()));
       // fp32 keys and values, their fp64 copies and the store's, weights and interference
       direct = std::max(direct, 4 * M * dkv + 8 * 3 * M * dkv + 8 * 2 * n * M);
     }
   }
-  for (BetaRule r : config.rules)
-    for (int64_t M : rule_grid(config)) {
-      accs[key_of(softmax_weight(beta_for(r, M, config.ref_len, config.beta)),
-                  config.rule_queries)] = config.rule_queries;
-      samples += static_cast<double>(std::min(config.rule_queries, M));
-    }
+  for (int64_t M : plan.rule_grid)
+    samples += static_cast<double>(config.rules.size()) *
+               static_cast<double>(std::min(config.rule_queries, M));
+  // Per accumulator its sums and signal; the similarities and weights of the first q_max queries
+  // for a chunk (the torch-ops path; the fused path needs less), the memory stream's block and a
+  // chunk of keys and values.
   const auto chunk = static_cast<double>(config.chunk);
   double q_max = 0, stream = 0;
-  for (const auto& [key, q] : accs) {
-    q_max = std::max(q_max, static_cast<double>(q));
-    stream += 4 * static_cast<double>(q) * (static_cast<double>(config.d_v) + 1 + chunk);
+  for (const auto& [key, a] : plan.accs) {
+    q_max = std::max(q_max, static_cast<double>(a.q));
+    stream += 4 * static_cast<double>(a.q) * (static_cast<double>(config.d_v) + 1);
   }
-  stream += 4 * (q_max * chunk + 16384 * dkv + chunk * dkv);
+  stream += 4 * (2 * q_max * chunk + 16384 * dkv + chunk * dkv);
   samples *= 8 * 2 * static_cast<double>(config.trials);  // per trial, and its accumulator's copy
   if (breakdown)
     *breakdown = fmt::format(
         "{} streamed for {} accumulators, {} for the largest direct store, {} "
         "of ISR samples",
-        format_bytes(stream), accs.size(), format_bytes(direct), format_bytes(samples));
+        format_bytes(stream), plan.accs.size(), format_bytes(direct), format_bytes(samples));
   return stream + direct + samples;
 }
 
@@ -280,105 +417,83 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   ProbeResult result;
   result.config = config;
-
-  // Plan: one accumulator per distinct (weight function, queries); stores and rule points read its
-  // snapshots.
-  std::map<AccKey, Accumulator> plan;
-  auto need = [&](const WeightFunction& w, int64_t q, int64_t M) {
-    Accumulator& a = plan[key_of(w, q)];
-    a.weight = w;
-    a.q = q;
-    a.end = std::max(a.end, M);
-    a.snapshots.insert(M);
-  };
-  std::vector<StoreSpec> specs;
-  for (const auto& name : config.store_names()) {
-    specs.push_back(StoreSpec::parse(name, config.beta));
-    if (specs.back().is_weight_function() && !config.reference)
-      for (int64_t M : store_grid(config, name)) need(specs.back().weight, config.queries, M);
-  }
-  const auto rgrid = rule_grid(config);
-  for (BetaRule r : config.rules)
-    for (int64_t M : rgrid)
-      need(softmax_weight(beta_for(r, M, config.ref_len, config.beta)), config.rule_queries, M);
-
-  std::set<int64_t> boundaries;
-  std::map<int64_t, AccGroup> groups;  // by q
-  int64_t q_max = 0, end_max = 0;
-  double total_work = 0;
-  for (auto& [key, a] : plan) {
-    boundaries.insert(a.snapshots.begin(), a.snapshots.end());
-    q_max = std::max(q_max, a.q);
-    end_max = std::max(end_max, a.end);
-    total_work += static_cast<double>(a.q) * a.end;
-    groups[a.q].q = a.q;
-    groups[a.q].accs.push_back(&a);
-  }
-  for (auto& [q, g] : groups)
-    std::stable_sort(g.accs.begin(), g.accs.end(),
-                     [](const Accumulator* x, const Accumulator* y) { return x->end > y->end; });
-  total_work *= config.trials;
+  ProbePlan plan = make_plan(config);
+  const bool fused = fast_kernels(config.device);
+  int64_t q_max = 0;
+  for (const auto& [key, a] : plan.accs) q_max = std::max(q_max, a.q);
+  const double total_work = plan.work * static_cast<double>(config.trials);
   double done = 0;
+  ProbeProfile& profile = result.profile;
 
   // Per store: per grid point, per trial, the ISR sample.
-  std::vector<std::vector<std::vector<std::vector<double>>>> store_isr(specs.size());
+  std::vector<std::vector<std::vector<std::vector<double>>>> store_isr(plan.specs.size());
   std::vector<std::vector<std::vector<double>>> rule_pool(
-      config.rules.size(), std::vector<std::vector<double>>(rgrid.size()));
-  torch::Tensor S_buf =
-      torch::empty({q_max * config.chunk}, torch::TensorOptions().device(config.device));
+      config.rules.size(), std::vector<std::vector<double>>(plan.rule_grid.size()));
   for (int64_t trial = 0; trial < config.trials; ++trial) {
     MemoryStream stream(config.seed, trial, config.d_k, config.d_v, config.device);
     torch::Tensor queries;
+    auto t_queries = std::chrono::steady_clock::now();
     if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
-    for (auto& [key, a] : plan) a.isr.clear();
-    for (auto& [q, g] : groups) g.start(config.d_v, config.chunk, config.device);
-    for (int64_t c0 = 0; c0 < end_max;) {
-      const int64_t c1 = std::min({*boundaries.upper_bound(c0), c0 + config.chunk, end_max});
+    profile.generate += seconds_since(t_queries);
+    for (auto& [key, a] : plan.accs) a.start(config.d_v, config.device);
+    for (int64_t c0 = 0; c0 < plan.end_max;) {
+      // chunks end at grid points, and on the fused path also at the stream's blocks (whose
+      // transposed keys they read in place)
+      int64_t c1 = std::min({*plan.boundaries.upper_bound(c0), c0 + config.chunk, plan.end_max});
+      if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
+      auto t = std::chrono::steady_clock::now();
       auto [K, V] = stream.get(c0, c1);
+      profile.generate += seconds_since(t);
+      std::vector<Accumulator*> active;
+      for (auto& [key, a] : plan.accs)
+        if (a.end > c0) active.push_back(&a);
       int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
-      for (auto& [q, g] : groups)
-        if (g.accs.front()->end > c0) q_active = std::max(q_active, q);
-      auto S = S_buf.narrow(0, 0, q_active * (c1 - c0)).view({q_active, c1 - c0});
-      torch::mm_out(S, queries.slice(0, 0, q_active), K.t());  // (q_active, C) similarities
-      result.flops += 2.0 * q_active * (c1 - c0) * config.d_k;
-      for (auto& [q, g] : groups) {
-        const double work = g.update(S, V, c0, c1);
-        result.flops += 2.0 * work * config.d_v;
-        done += work;
-      }
+      for (auto* a : active) q_active = std::max(q_active, a->q);
+      const double work =
+          fused ? update_fused(active, queries, stream.keys_t(c0, c1), V, c0, c1, profile)
+                : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
+      result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
+                      2.0 * work * static_cast<double>(config.d_v);
+      done += work;
+      t = std::chrono::steady_clock::now();
+      for (auto* a : active)
+        if (a->snapshots.count(c1)) a->snapshot(c1);
+      profile.snapshots += seconds_since(t);
       if (progress) progress(done, total_work);
       c0 = c1;
     }
     // Collect this trial's samples.
-    for (size_t s = 0; s < specs.size(); ++s) {
-      const auto grid = store_grid(config, config.store_names()[s]);
+    for (size_t s = 0; s < plan.specs.size(); ++s) {
+      const auto& grid = plan.grids[s];
       store_isr[s].resize(grid.size());
       for (size_t g = 0; g < grid.size(); ++g) {
         std::vector<double> sample;
-        if (specs[s].is_weight_function() && !config.reference) {
-          const auto& full = plan.at(key_of(specs[s].weight, config.queries)).isr.at(grid[g]);
+        if (plan.streamed(s, config)) {
+          const auto& full = plan.store_acc(s, config).isr.at(grid[g]);
           sample.assign(full.begin(), full.begin() + std::min<int64_t>(config.queries, grid[g]));
         } else {
+          const auto t = std::chrono::steady_clock::now();
           auto [K, V] = stream.get(0, grid[g]);
-          sample = direct_isr(specs[s], K, V, config.queries);
+          sample = direct_isr(plan.specs[s], K, V, config.queries);
+          profile.direct += seconds_since(t);
         }
         store_isr[s][g].push_back(std::move(sample));
       }
     }
     for (size_t r = 0; r < config.rules.size(); ++r)
-      for (size_t g = 0; g < rgrid.size(); ++g) {
-        const double b = beta_for(config.rules[r], rgrid[g], config.ref_len, config.beta);
-        const auto& full = plan.at(key_of(softmax_weight(b), config.rule_queries)).isr.at(rgrid[g]);
-        rule_pool[r][g].insert(rule_pool[r][g].end(), full.begin(),
-                               full.begin() + std::min<int64_t>(config.rule_queries, rgrid[g]));
+      for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
+        const auto& full = plan.rule_acc(r, g, config).isr.at(plan.rule_grid[g]);
+        rule_pool[r][g].insert(
+            rule_pool[r][g].end(), full.begin(),
+            full.begin() + std::min<int64_t>(config.rule_queries, plan.rule_grid[g]));
       }
   }
 
   // Summaries, capacities and theory.
-  for (size_t s = 0; s < specs.size(); ++s) {
+  for (size_t s = 0; s < plan.specs.size(); ++s) {
     StoreResult out;
-    out.store = specs[s].name();
-    const auto grid = store_grid(config, config.store_names()[s]);
+    out.store = plan.specs[s].name();
+    const auto& grid = plan.grids[s];
     std::vector<double> pooled_median(grid.size()), pooled_rms(grid.size());
     std::vector<std::vector<double>> trial_median(config.trials, std::vector<double>(grid.size()));
     std::vector<std::vector<double>> trial_rms = trial_median;
@@ -394,7 +509,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
       CurvePoint p;
       p.M = grid[g];
       p.isr = summarize(std::move(pooled));
-      if (auto e = expected_isr2(specs[s], config.d_k, static_cast<double>(grid[g])))
+      if (auto e = expected_isr2(plan.specs[s], config.d_k, static_cast<double>(grid[g])))
         p.theory_rms = std::sqrt(*e);
       pooled_median[g] = p.isr.median;
       pooled_rms[g] = p.isr.rms;
@@ -418,17 +533,17 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
         var += (c - mean) * (c - mean) / static_cast<double>(rms_caps.size() - 1);
       cap.rms_sem = std::sqrt(var / static_cast<double>(rms_caps.size()));
     }
-    out.capacity.theory = theory_capacity(specs[s], config.d_k);
+    out.capacity.theory = theory_capacity(plan.specs[s], config.d_k);
     result.stores.push_back(std::move(out));
   }
   for (size_t r = 0; r < config.rules.size(); ++r) {
     RuleResult out;
     out.rule = config.rules[r];
     out.ref_len = config.ref_len;
-    for (size_t g = 0; g < rgrid.size(); ++g) {
+    for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
       RulePoint p;
-      p.M = rgrid[g];
-      p.beta = beta_for(out.rule, rgrid[g], config.ref_len, config.beta);
+      p.M = plan.rule_grid[g];
+      p.beta = plan.rule_beta[r][g];
       p.isr = summarize(rule_pool[r][g]);
       p.theory_rms = std::sqrt((static_cast<double>(p.M) - 1) *
                                interference_per_memory(softmax_weight(p.beta), config.d_k));
@@ -437,7 +552,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
     result.rules.push_back(std::move(out));
   }
   synchronize(config.device);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.seconds = seconds_since(t0);
   return result;
 }
 

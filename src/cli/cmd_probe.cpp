@@ -3,16 +3,22 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "output.h"
 #include "recall/analysis/probe_output.h"
 #include "recall/core/blas.h"
+#include "recall/core/busy.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/machine.h"
 #include "recall/core/plot.h"
+#include "recall/train/bench_train.h"
+#include "recall/train/train_config.h"
 
 namespace recall::cli {
 
@@ -140,13 +146,31 @@ void add_bench(CLI::App& root, Action& action) {
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
     bool no_rules = false;
     std::string device = "cpu";
+    int busy = 0;
+    int64_t busy_train_steps = 10;
+    std::string peer;
   };
   auto o = std::make_shared<Opts>();
   auto* probe =
       bench->add_subcommand("probe", "time the default probe: GFLOP/s beside GEMM GFLOP/s");
   add_probe_flags(probe, o->config, o->rules, o->no_rules, o->device);
+  probe->add_option("--peer", o->peer,
+                    "also run this PyTorch peer (scripts/peer_probe.py) on the same plan with "
+                    "$RECALL_PYTHON or /usr/bin/python3, and print its seconds beside recall's");
+  probe
+      ->add_option("--busy", o->busy,
+                   "then run it again beside N processes that spin on the CPU, and training "
+                   "(bench-gpt) both ways; print the slowdowns")
+      ->check(CLI::Range(0, 1024));
+  probe
+      ->add_option("--busy-train-steps", o->busy_train_steps,
+                   "with --busy: timed training steps each way (0: skip training)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   probe->callback([o, &action] {
     resolve_rules(o->config, o->rules, o->no_rules, o->device);
+    if (!o->peer.empty() && !std::filesystem::is_regular_file(o->peer))
+      throw UsageError(fmt::format("--peer {}: no such file (scripts/peer_probe.py)", o->peer));
     action = [o] {
       const double gemm = measure_gemm_gflops(10, 3, o->config.device);
       const ProbeResult r = run_probe(o->config);
@@ -160,7 +184,57 @@ void add_bench(CLI::App& root, Action& action) {
                                        ? fmt::format("torch::mm (OpenBLAS {})", blas_core_name())
                                        : "torch::mm (" + o->config.device.str() + ")"},
                           {"gemm_gflops", gemm},
-                          {"peak_rss_mib", peak_rss_mib()}};
+                          {"peak_rss_mib", peak_rss_mib()},
+                          // thread-seconds, summed over threads
+                          {"profile_s",
+                           {{"generate", r.profile.generate},
+                            {"similarity", r.profile.similarity},
+                            {"weights", r.profile.weights},
+                            {"accumulate", r.profile.accumulate},
+                            {"snapshots", r.profile.snapshots},
+                            {"direct", r.profile.direct}}}};
+      if (!o->peer.empty()) {
+        // the peer reads recall's JSON for its plan, measures it again, prints one JSON line
+        const auto plan = std::filesystem::temp_directory_path() /
+                          fmt::format("recall_bench_probe_{}.json", ::getpid());
+        std::ofstream(plan) << probe_json(r);
+        const char* env = std::getenv("RECALL_PYTHON");
+        const std::string cmd =
+            fmt::format("'{}' '{}' --threads {} --plan '{}'", env ? env : "/usr/bin/python3",
+                        o->peer, torch::get_num_threads(), plan.string());
+        std::string out;
+        if (FILE* p = ::popen(cmd.c_str(), "r")) {
+          char buf[4096];
+          while (std::fgets(buf, sizeof buf, p)) out += buf;
+          if (::pclose(p) != 0) out.clear();
+        }
+        std::filesystem::remove(plan);
+        const auto peer = nlohmann::json::parse(out, nullptr, false);
+        if (peer.is_discarded() || !peer.contains("seconds")) {
+          std::fprintf(stderr, "note: the peer did not run (%s)\n", cmd.c_str());
+        } else {
+          j["peer_seconds"] = peer["seconds"];
+          j["peer_torch"] = peer["torch"];
+        }
+      }
+      if (o->busy > 0) {
+        // the same work beside busy neighbours, and training beside the same, back to back
+        const int64_t steps = o->busy_train_steps > 0 ? o->busy_train_steps + 2 : 0;
+        TrainConfig train = train_config_from_file("bench-gpt");
+        double idle_tps = 0;
+        if (steps > 0) idle_tps = bench_train(train, steps, o->config.device).tokens_per_s;
+        BusyNeighbours busy(o->busy);
+        const double busy_s = run_probe(o->config).seconds;
+        j["busy_neighbours"] = o->busy;
+        j["busy_seconds"] = busy_s;
+        j["busy_slowdown"] = busy_s / r.seconds;
+        if (steps > 0) {
+          const double busy_tps = bench_train(train, steps, o->config.device).tokens_per_s;
+          j["train_tokens_per_s"] = idle_tps;
+          j["busy_train_tokens_per_s"] = busy_tps;
+          j["busy_train_slowdown"] = idle_tps / busy_tps;
+        }
+      }
       std::printf("%s\n", j.dump().c_str());
       return 0;
     };

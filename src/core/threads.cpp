@@ -1,13 +1,19 @@
 #include "recall/core/threads.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace recall {
 
@@ -35,6 +41,51 @@ int default_threads() {
   if (std::getline(cpu_max, line))
     if (const int quota = cpu_quota_threads(line); quota > 0) n = std::min(n, quota);
   return std::max(1, n);
+}
+
+namespace {
+// The OpenMP runtime torch runs on, looked up in the process (Debian's libgomp, or the one a
+// LibTorch build brings); null when there is none.
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+SetThreads omp_set() {
+  static const auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  return fn;
+}
+GetThreads omp_get() {
+  static const auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return fn;
+}
+}  // namespace
+
+void parallel_claim(int64_t n, const std::function<void(int64_t, int)>& fn) {
+  const int workers = static_cast<int>(std::min<int64_t>(n, at::get_num_threads()));
+  if (workers <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&](int worker) {
+    // this thread's torch ops on one thread: OpenMP's thread count is per thread, and torch's
+    // parallel_for reads it
+    const int saved = omp_get() && omp_set() ? omp_get()() : 0;
+    if (saved > 1) omp_set()(1);
+    try {
+      for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i, worker);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      next.store(n);
+    }
+    if (saved > 1) omp_set()(saved);
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
 }
 
 int set_threads(int n) {

@@ -91,6 +91,21 @@ TEST(Cli, ProbeWritesJsonCsvAndPlot) {
   EXPECT_GT(fs::file_size(dir / "p.csv"), 100u);
 }
 
+TEST(Cli, BenchProbeBesideBusyNeighbours) {
+  // The busy run is the same probe again beside one spinning process, which is gone afterwards.
+  const CliRun r = run(
+      "--threads 2 bench probe --stores relu --m 16,64 --no-rules --trials 1 --busy 1 "
+      "--busy-train-steps 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["busy_neighbours"], 1);
+  EXPECT_GT(j["busy_seconds"].get<double>(), 0.0);
+  EXPECT_GT(j["profile_s"]["accumulate"].get<double>(), 0.0);
+  EXPECT_FALSE(j.contains("busy_train_slowdown"));
+  EXPECT_EQ(run("bench probe --busy -1").code, 2);
+  EXPECT_EQ(run("bench probe --peer /nonexistent/peer_probe.py").code, 2);
+}
+
 TEST(Cli, BadInputIsOneLineExitTwoAndNoFile) {
   const auto dir = fresh_dir("recall_cli_bad");
   const std::string json = " --json " + (dir / "x.json").string();

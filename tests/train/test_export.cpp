@@ -9,22 +9,13 @@
 #include <fstream>
 
 #include "model_test_util.h"
+#include "python_test_util.h"
 #include "recall/train/export.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
 namespace {
 namespace fs = std::filesystem;
-
-// A Python that imports torch: $RECALL_PYTHON, Debian's /usr/bin/python3, then python3 on PATH.
-std::string python_with_torch() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("RECALL_PYTHON")) candidates.push_back(env);
-  candidates.insert(candidates.end(), {"/usr/bin/python3", "python3"});
-  for (const auto& py : candidates)
-    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
-  return "";
-}
 
 void write_pickle(const fs::path& path, const torch::Tensor& t) {
   const std::vector<char> bytes = torch::pickle_save(t);

@@ -86,8 +86,20 @@ struct RuleResult {
   std::vector<RulePoint> curve;
 };
 
+// Where a probe's time went, in seconds of thread time summed over threads (work inside the
+// parallel regions counts once per thread that did it; the rest is wall time on one thread).
+struct ProbeProfile {
+  double generate = 0;    // drawing and normalising the memories
+  double similarity = 0;  // the products queries x keys
+  double weights = 0;     // sigma(s) / sigma(1), and taking out each query's own term
+  double accumulate = 0;  // the products weights x values into the sums
+  double snapshots = 0;   // the ISRs read off the sums at each grid point
+  double direct = 0;      // the stores built directly (least squares, delta), in fp64
+};
+
 struct ProbeResult {
   ProbeConfig config;
+  ProbeProfile profile;
   std::vector<StoreResult> stores;
   std::vector<RuleResult> rules;
   double seconds = 0;

@@ -1,6 +1,8 @@
 #pragma once
 #include <ATen/Parallel.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 namespace recall {
@@ -14,6 +16,15 @@ int default_threads();
 // The thread count a cgroup v2 cpu.max line allows ("200000 100000": 2; "150000 100000": 2, the
 // quota rounded up), or 0 for no quota ("max 100000") or an unreadable line.
 int cpu_quota_threads(const std::string& cpu_max);
+// Runs fn(item, worker) for item in [0, n) on get_num_threads() workers (the calling thread and
+// plain threads started for the call; worker in [0, workers)), each claiming the next item when it
+// is free. A worker the OS delays (a busy neighbour on its core) holds back at most the one item it
+// is on. The workers are not OpenMP threads and wait for each other by joining, not spinning: with
+// libgomp's default spinning barriers, regions of torch ops on a machine whose cores are taken
+// elsewhere ran several times slower than on one thread. Inside fn, torch ops run on one thread.
+// Items must not depend on which worker runs them. The first exception thrown is rethrown here.
+void parallel_claim(int64_t n, const std::function<void(int64_t item, int worker)>& fn);
+
 // torch's intra-op thread count for a scope.
 class TorchThreads {
  public:

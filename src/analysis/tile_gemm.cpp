@@ -1,0 +1,62 @@
+#include "recall/analysis/tile_gemm.h"
+
+#include "recall/core/row_math.h"
+
+namespace recall {
+
+namespace {
+
+using row_math::kLanes;
+using row_math::Vec;
+
+// Rows [i0, i0 + R) x columns [j0, j0 + V 16): R x V vectors held in registers over the k loop
+// (R = 4, V = 4: 16 accumulators, 4 loads of B and 4 broadcasts of A per step of k).
+template <int R, int V>
+RECALL_INLINE void block(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                         int64_t ldc, int64_t k, bool accumulate) {
+  Vec c[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      c[r][v] = accumulate ? row_math::load(C + r * ldc + v * kLanes) : row_math::splat(0.0f);
+  for (int64_t p = 0; p < k; ++p) {
+    Vec b[V];
+    for (int v = 0; v < V; ++v) b[v] = row_math::load(B + p * ldb + v * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const Vec a = row_math::splat(A[r * lda + p]);
+      for (int v = 0; v < V; ++v) c[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) row_math::store(C + r * ldc + v * kLanes, c[r][v]);
+}
+
+template <int R>
+RECALL_INLINE void rows(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                        int64_t ldc, int64_t n, int64_t k, bool accumulate) {
+  int64_t j = 0;
+  for (; j + 4 * kLanes <= n; j += 4 * kLanes)
+    block<R, 4>(A, lda, B + j, ldb, C + j, ldc, k, accumulate);
+  for (; j + kLanes <= n; j += kLanes) block<R, 1>(A, lda, B + j, ldb, C + j, ldc, k, accumulate);
+  for (; j < n; ++j)  // the last columns, one at a time, summed in the same order
+    for (int r = 0; r < R; ++r) {
+      float s = accumulate ? C[r * ldc + j] : 0.0f;
+      for (int64_t p = 0; p < k; ++p) s += A[r * lda + p] * B[p * ldb + j];
+      C[r * ldc + j] = s;
+    }
+}
+
+RECALL_VECTOR_CLONES void gemm(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                               int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) rows<4>(A + i * lda, lda, B, ldb, C + i * ldc, ldc, n, k, accumulate);
+  for (; i < m; ++i) rows<1>(A + i * lda, lda, B, ldb, C + i * ldc, ldc, n, k, accumulate);
+}
+
+}  // namespace
+
+void tile_gemm(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+               int64_t m, int64_t n, int64_t k, bool accumulate) {
+  gemm(A, lda, B, ldb, C, ldc, m, n, k, accumulate);
+}
+
+}  // namespace recall
