@@ -42,6 +42,8 @@ def activate(name, s):
         return F.gelu(s)  # the exact (erf) GELU
     if name == "silu":
         return F.silu(s)
+    if name == "gelu_tanh":  # GPT-2's GELU, written out
+        return 0.5 * s * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (s + 0.044715 * s.pow(3))))
     raise ValueError(f"activation '{name}' is unknown")
 
 

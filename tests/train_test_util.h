@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -57,6 +58,17 @@ seed = 7
 
 inline TrainConfig tiny_mqar(const std::vector<std::string>& overrides = {}) {
   return train_config_from_toml(tiny_mqar_toml(), "tiny", overrides);
+}
+
+// A Python that imports torch: $RECALL_PYTHON, Debian's /usr/bin/python3, then python3 on PATH;
+// "" when none does (the tests that need one skip).
+inline std::string python_with_torch() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("RECALL_PYTHON")) candidates.push_back(env);
+  candidates.insert(candidates.end(), {"/usr/bin/python3", "python3"});
+  for (const auto& py : candidates)
+    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
+  return "";
 }
 
 inline void write_text(const std::string& path, const std::string& text) {

@@ -148,14 +148,6 @@ TEST(Sample, SeveralSamplesTopKAndGreedy) {
   EXPECT_EQ(g.out.substr(0, nl + 1), g.out.substr(nl + 1)) << "greedy samples agree";
 }
 
-// A Python that imports torch, or "".
-std::string python_with_torch() {
-  for (const char* py : {"/usr/bin/python3", "python3"})
-    if (std::system((std::string(py) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0)
-      return py;
-  return "";
-}
-
 TEST(ExportCli, PythonLoadsTheExportedRun) {
   const fs::path dir = fresh("recall_interop_export");
   const std::string run = (dir / "run").string(), out = (dir / "exported").string();
@@ -167,7 +159,7 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
-  const std::string python = python_with_torch();
+  const std::string python = recall::test::python_with_torch();
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
   // The README's lines, then a forward pass.
   const std::string script =

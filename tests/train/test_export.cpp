@@ -11,20 +11,13 @@
 #include "recall/core/safetensors.h"
 #include "recall/train/export.h"
 #include "recall/train/trainer.h"
+#include "train_test_util.h"
 
 namespace recall {
 namespace {
 namespace fs = std::filesystem;
 
-// A Python that imports torch: $RECALL_PYTHON, Debian's /usr/bin/python3, then python3 on PATH.
-std::string python_with_torch() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("RECALL_PYTHON")) candidates.push_back(env);
-  candidates.insert(candidates.end(), {"/usr/bin/python3", "python3"});
-  for (const auto& py : candidates)
-    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
-  return "";
-}
+using test::python_with_torch;
 
 void write_pickle(const fs::path& path, const torch::Tensor& t) {
   const std::vector<char> bytes = torch::pickle_save(t);
@@ -61,8 +54,8 @@ std::vector<Case> cases() {
       c.pos = pos;
       if (pos == PosKind::kLearned) c.seq_len = 10;
     });
-  for (Activation a :
-       {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu})
+  for (Activation a : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu,
+                       Activation::kGeluTanh})
     add("mlp_" + to_string(a), [&](ModelConfig& c) { c.activation = a; });
   for (Activation a : {Activation::kSilu, Activation::kRelu, Activation::kRelu2, Activation::kGelu})
     add("glu_" + to_string(a), [&](ModelConfig& c) {

@@ -21,6 +21,8 @@ NamedTensors named_state(const torch::nn::Module& module);
 // A torch.save-format zip of the dict name -> tensor: torch.load reads it with its defaults
 // (weights_only) under torch 1.13 and every 2.x.
 std::string state_dict_pickle(const NamedTensors& tensors);
+// `value` (dicts, lists, tuples, strings, numbers, tensors) in torch.save's format, untagged.
+std::string torch_save_bytes(const c10::IValue& value);
 // state_dict_pickle(named_state(module)).
 std::string state_dict_pickle(const torch::nn::Module& module);
 
