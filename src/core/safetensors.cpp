@@ -100,7 +100,9 @@ SafetensorsFile read_safetensors(std::string_view bytes, const std::string& sour
   };
   std::vector<Entry> entries;
   SafetensorsFile file;
-  for (const auto& [name, v] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string name = item.key();  // a copy: lambdas cannot capture structured bindings
+    const auto& v = item.value();
     if (name == "__metadata__") {
       if (!v.is_object()) throw refuse("__metadata__ is not an object of strings");
       for (const auto& [k, s] : v.items()) {

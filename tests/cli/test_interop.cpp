@@ -71,8 +71,9 @@ TEST(Conventions, VersionUnknownCommandAndHelp) {
   EXPECT_NE(u.err.find("unknown command 'trian'"), std::string::npos) << u.err;
   EXPECT_NE(u.err.find("train"), std::string::npos) << "the commands are listed: " << u.err;
   // Help names no internal documents.
-  for (const char* cmd : {"", "theory", "probe", "bench", "train", "eval", "sample", "fit",
-                          "inspect", "extrapolate", "report", "export", "sweep", "plot"}) {
+  for (const char* cmd :
+       {"", "theory", "probe", "bench", "train", "eval", "sample", "fit", "inspect", "extrapolate",
+        "report", "export", "import", "sweep", "plot"}) {
     const CliResult h = run_recall(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     for (const char* word : {"docs/", "science.md", "SPEC", "issue", "shared/"})
