@@ -18,6 +18,7 @@ void add_inspect(CLI::App& root, Action& action) {
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
     int64_t batches = 2;
+    bool no_ablate = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand("inspect", "a checkpoint's layers as memory stores");
@@ -36,6 +37,9 @@ void add_inspect(CLI::App& root, Action& action) {
                   "mqar pairs at longer lengths: fixed (the trained number) or grow (in "
                   "proportion to the length, up to the keys in the vocabulary)")
       ->capture_default_str();
+  cmd->add_flag("--no-ablate", o->no_ablate,
+                "skip the ablation column (one more forward pass per head: 144 of them for a "
+                "12 x 12 model)");
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
   add_device_option(cmd, o->device);
@@ -43,6 +47,7 @@ void add_inspect(CLI::App& root, Action& action) {
     InspectConfig config;
     config.lengths = o->lengths;
     config.batches = o->batches;
+    config.ablate = !o->no_ablate;
     config.pairs = pairs_at_length_from_string(o->pairs);
     config.rules.clear();
     for (const auto& name : o->rules) {
