@@ -3,6 +3,7 @@
     import sys; sys.path.insert(0, "python")           # this folder of the recall repository
     from recall_model import load
     model = load("runs/mqar-export")                   # logits = model(torch.tensor([[1, 2, 3]]))
+    model = load("runs/mqar-export", weights="safetensors")   # the same, from model.safetensors
 
 The architecture is the one of recall's C++ model, written again from its definition (only torch):
 decoder-only and pre-norm,
@@ -41,6 +42,8 @@ def activate(name, s):
         return F.gelu(s)  # the exact (erf) GELU
     if name == "silu":
         return F.silu(s)
+    if name == "gelu_tanh":  # GPT-2's GELU, written out
+        return 0.5 * s * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (s + 0.044715 * s.pow(3))))
     raise ValueError(f"activation '{name}' is unknown")
 
 
@@ -242,12 +245,54 @@ class Transformer(nn.Module):
         return x @ w.t()
 
 
-def load(path):
-    """The model of a `recall export` folder (config.json, model.pt), in eval mode."""
+_SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+                       "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def read_safetensors(file):
+    """The tensors of a safetensors file, by the format's rules (no package needed): u64
+    little-endian N, an N-byte JSON header {name: {dtype, shape, data_offsets}}, the data."""
+    with open(file, "rb") as f:
+        raw = f.read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = e["data_offsets"]
+        dtype = _SAFETENSORS_DTYPES[e["dtype"]]
+        if begin == end:
+            out[name] = torch.empty(e["shape"], dtype=dtype)
+        else:
+            t = torch.frombuffer(bytearray(data[begin:end]), dtype=dtype)
+            out[name] = t.reshape(e["shape"])
+    return out
+
+
+def load_state(path, weights="pt"):
+    """The state dict of a `recall export` folder: model.pt read by torch.load with its defaults
+    (weights_only where this torch has it), or model.safetensors."""
+    if weights == "safetensors":
+        return read_safetensors(os.path.join(path, "model.safetensors"))
+    if weights != "pt":
+        raise ValueError(f"weights '{weights}': use pt or safetensors")
+    file = os.path.join(path, "model.pt")
+    try:
+        return torch.load(file, weights_only=True)
+    except TypeError:  # a torch older than 1.13 has no weights_only
+        return torch.load(file)
+
+
+def load(path, weights="pt"):
+    """The model of a `recall export` folder (config.json, model.pt or model.safetensors), in eval
+    mode."""
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
     model = Transformer(config["model"])
-    model.load_state_dict(torch.load(os.path.join(path, "model.pt")), strict=True)
+    model.load_state_dict(load_state(path, weights), strict=True)
     return model.eval()
 
 

@@ -21,7 +21,7 @@ t0=$(date +%s)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_FUZZ=ON "${launcher[@]}" >/dev/null
 # The libraries, the test programs (and so the binary they run) and the fuzzers; no benchmarks.
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_config fuzz_checkpoint fuzz_input \
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input \
   recall_core_tests recall_stores_tests recall_models_tests recall_train_tests \
   recall_analysis_tests recall_experiments_tests recall_cli_tests
 echo "fuzz.sh: sanitized build took $(($(date +%s) - t0)) s"
@@ -31,7 +31,7 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if ((run_fuzz)); then
   secs=${FUZZ_SECONDS:-45}
-  for target in fuzz_config fuzz_checkpoint fuzz_input; do
+  for target in fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input; do
     corpus=build-fuzz/corpus/$target
     mkdir -p "$corpus"
     seeds=(fuzz/corpus/$target)

@@ -24,6 +24,7 @@ void add_commands(CLI::App& app, Action& action, int& threads) {
   add_experiment(app, action);
   add_report(app, action);
   add_export(app, action);
+  add_import(app, action);
   add_sweep(app, action);
   add_plot(app, action);
 }

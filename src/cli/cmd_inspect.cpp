@@ -18,13 +18,16 @@ void add_inspect(CLI::App& root, Action& action) {
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
     int64_t batches = 2;
+    bool no_ablate = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand("inspect", "a checkpoint's layers as memory stores");
   cmd->add_option("--checkpoint", o->checkpoint, kCheckpointHelp)->required();
-  cmd->add_option("--lengths", o->lengths, "mqar lengths, multiples of the training length")
-      ->delimiter(',')
-      ->capture_default_str();
+  auto* lengths = cmd->add_option("--lengths", o->lengths,
+                                  "mqar lengths, multiples of the training length (a model with "
+                                  "learned positions: 1 only, its default)")
+                      ->delimiter(',')
+                      ->capture_default_str();
   cmd->add_option("--rules", o->rules, "beta rules applied at evaluation")
       ->delimiter(',')
       ->capture_default_str();
@@ -34,13 +37,17 @@ void add_inspect(CLI::App& root, Action& action) {
                   "mqar pairs at longer lengths: fixed (the trained number) or grow (in "
                   "proportion to the length, up to the keys in the vocabulary)")
       ->capture_default_str();
+  cmd->add_flag("--no-ablate", o->no_ablate,
+                "skip the ablation column (one more forward pass per head: 144 of them for a "
+                "12 x 12 model)");
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
   add_device_option(cmd, o->device);
-  cmd->callback([o, &action] {
+  cmd->callback([o, lengths, &action] {
     InspectConfig config;
     config.lengths = o->lengths;
     config.batches = o->batches;
+    config.ablate = !o->no_ablate;
     config.pairs = pairs_at_length_from_string(o->pairs);
     config.rules.clear();
     for (const auto& name : o->rules) {
@@ -53,8 +60,10 @@ void add_inspect(CLI::App& root, Action& action) {
     config.validate();
     check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);
-    action = [o, config] {
+    action = [o, config, lengths_given = lengths->count() > 0]() mutable {
       Restored restored = restore(o->checkpoint, parse_device(o->device));
+      // learned positions end at the training length (imported GPT-2-shaped models all have them)
+      if (!lengths_given && restored.config.model.pos == PosKind::kLearned) config.lengths = {1};
       const InspectResult r = inspect(restored, config, o->checkpoint);
       if (!is_stdout(o->json)) std::fputs(inspect_table(r).c_str(), stdout);
       write_output(o->json, inspect_json(r));

@@ -57,6 +57,7 @@ void add_extrapolate(CLI::App& root, Action& action);
 void add_experiment(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
 void add_export(CLI::App& root, Action& action);
+void add_import(CLI::App& root, Action& action);
 void add_sweep(CLI::App& root, Action& action);
 void add_plot(CLI::App& root, Action& action);
 

@@ -85,18 +85,16 @@ const std::vector<ConfigKey<ModelConfig>>& keys() {
     for (const char* name : {"vocab_size", "d_model", "n_layers", "n_heads", "seq_len"})
       t.push_back(int_of(name));
     t.push_back(enum_key<ModelConfig>("pos", RECALL_MODEL_FIELD(PosKind, pos), pos_kind_from_string,
-                                      to_string, "rope, learned, none"));
+                                      to_string));
     t.push_back(enum_key<ModelConfig>("norm", RECALL_MODEL_FIELD(NormKind, norm),
-                                      norm_kind_from_string, to_string, "rmsnorm, layernorm"));
+                                      norm_kind_from_string, to_string));
     t.push_back(bool_key<ModelConfig>("tied_head", RECALL_MODEL_FIELD(bool, tied_head)));
     t.push_back(bool_key<ModelConfig>("bias", RECALL_MODEL_FIELD(bool, bias)));
     t.push_back(enum_key<ModelConfig>("attn_rule", RECALL_MODEL_FIELD(BetaRule, attn_rule),
-                                      beta_rule_from_string, to_string,
-                                      "none, su, qwen, yarn, ssmax"));
+                                      beta_rule_from_string, to_string));
     t.push_back(ffn_key());
     t.push_back(enum_key<ModelConfig>("activation", RECALL_MODEL_FIELD(Activation, activation),
-                                      activation_from_string, to_string,
-                                      "relu, relu2, relu3, gelu, silu"));
+                                      activation_from_string, to_string));
     for (const char* name : {"ffn_mult", "ffn_slots", "attn_mem_kv"}) t.push_back(int_of(name));
     t.push_back(real_key<ModelConfig>("attn_scale", RECALL_MODEL_FIELD(double, attn_scale), 0, true,
                                       kMaxScale));

@@ -8,7 +8,8 @@
 namespace recall {
 
 namespace {
-constexpr std::array<const char*, 5> kActivationNames = {"relu", "relu2", "relu3", "gelu", "silu"};
+constexpr std::array<const char*, 6> kActivationNames = {"relu", "relu2", "relu3",
+                                                         "gelu", "silu",  "gelu_tanh"};
 }  // namespace
 
 std::string to_string(Activation v) {
@@ -30,6 +31,8 @@ torch::Tensor activate(Activation a, const torch::Tensor& s) {
       return torch::gelu(s);  // exact (erf) GELU
     case Activation::kSilu:
       return torch::silu(s);
+    case Activation::kGeluTanh:
+      return torch::gelu(s, "tanh");
   }
   return s;
 }

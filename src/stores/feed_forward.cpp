@@ -76,7 +76,9 @@ std::optional<StoreSpec> written_store_spec(FfnKind kind, Activation activation,
     case FfnKind::kLinear:
       return StoreSpec::parse("linear");
     case FfnKind::kMlp:
-      if (activation == Activation::kGelu || activation == Activation::kSilu) break;
+      if (activation == Activation::kGelu || activation == Activation::kSilu ||
+          activation == Activation::kGeluTanh)
+        break;  // no written store of these activations
       return StoreSpec::parse(to_string(activation));
     case FfnKind::kGlu:
       if (activation == Activation::kSilu) return StoreSpec::parse("swiglu");

@@ -1,25 +1,58 @@
 #include "recall/train/export.h"
 
-#include <torch/serialize.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "recall/core/io.h"
+#include "recall/core/safetensors.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
 namespace fs = std::filesystem;
 
 std::string state_dict_pickle(const torch::nn::Module& module) {
-  c10::Dict<std::string, torch::Tensor> dict;
-  // Detached contiguous copies: the pickle holds plain tensors, no autograd state.
+  return state_dict_pickle(named_state(module));
+}
+
+NamedTensors named_state(const torch::nn::Module& module) {
+  NamedTensors out;
+  // Detached contiguous CPU copies: plain tensors, no autograd state.
   for (const auto& p : module.named_parameters(/*recurse=*/true))
-    dict.insert(p.key(), p.value().detach().contiguous().clone());
+    out.emplace_back(p.key(), p.value().detach().to(torch::kCPU).contiguous().clone());
   for (const auto& b : module.named_buffers(/*recurse=*/true))
-    dict.insert(b.key(), b.value().detach().contiguous().clone());
-  const std::vector<char> bytes = torch::pickle_save(dict);
-  return std::string(bytes.begin(), bytes.end());
+    out.emplace_back(b.key(), b.value().detach().to(torch::kCPU).contiguous().clone());
+  return out;
+}
+
+std::string state_dict_pickle(const NamedTensors& tensors) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : tensors) dict.insert(name, t);
+  return torch_save_bytes(dict);
+}
+
+std::string torch_save_bytes(const c10::IValue& value) {
+  // torch::pickle_save wraps a typed dict in torch.jit._pickle.restore_type_tag, a global that
+  // torch.load refuses under weights_only (its default since torch 2.6); untagged, the pickle holds
+  // only what every torch.load accepts: a dict of _rebuild_tensor_v2 over FloatStorage records.
+  std::string pickle;
+  torch::jit::Pickler pickler([&](const char* buf, size_t n) { pickle.append(buf, n); }, nullptr,
+                              nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* buf, size_t n) {
+    out.append(static_cast<const char*>(buf), n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return out;
 }
 
 namespace {
@@ -57,7 +90,10 @@ void export_model(const Transformer& model, const TrainConfig& config, int64_t s
     j["text_units"] = to_string(config.task.text_units);
     j["vocabulary"] = vocabulary;
   }
-  write_file_atomic((fs::path(out_dir) / "model.pt").string(), state_dict_pickle(*model));
+  const NamedTensors state = named_state(*model);
+  write_file_atomic((fs::path(out_dir) / "model.pt").string(), state_dict_pickle(state));
+  write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
+                    safetensors_bytes(state, {{"format", "pt"}}));
   write_file_atomic((fs::path(out_dir) / "config.json").string(), j.dump(2) + "\n");
 }
 

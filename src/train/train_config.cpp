@@ -48,7 +48,7 @@ const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
       // task
       enum_key<TrainConfig>("task", RECALL_REF(TaskKind, c.task.kind), task_kind_from_string,
-                            to_string, "mqar, facts, text"),
+                            to_string),
       int_key<TrainConfig>("mqar_pairs", RECALL_REF(int64_t, c.task.mqar_pairs), 1, 1 << 16),
       int_key<TrainConfig>("facts_n", RECALL_REF(int64_t, c.task.facts_n), 1, 1 << 24),
       int_key<TrainConfig>("facts_subjects", RECALL_REF(int64_t, c.task.facts_subjects), 1,
@@ -58,7 +58,7 @@ const std::vector<Key>& keys() {
       int_key<TrainConfig>("facts_objects", RECALL_REF(int64_t, c.task.facts_objects), 2, 1 << 20),
       string_key<TrainConfig>("text_file", RECALL_REF(std::string, c.task.text_file)),
       enum_key<TrainConfig>("text_units", RECALL_REF(TextUnits, c.task.text_units),
-                            text_units_from_string, to_string, "byte, codepoint"),
+                            text_units_from_string, to_string),
       real_key<TrainConfig>("val_fraction", RECALL_REF(double, c.task.val_fraction), 0, true, 0.5),
       // trainer
       int_key<TrainConfig>("steps", RECALL_REF(int64_t, c.trainer.steps), 1, kBig),

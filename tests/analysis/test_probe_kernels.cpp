@@ -8,7 +8,6 @@
 #include <fstream>
 
 #include "python_test_util.h"
-
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
 #include "recall/analysis/probe_weights.h"
@@ -88,7 +87,7 @@ TEST(ProbeKernels, FusedProbeMatchesTorchOps) {
 // The PyTorch peer (scripts/peer_probe.py) measures recall's plan again with memories of its own
 // and must agree with recall's JSON within the trial noise (its --compare).
 TEST(ProbePeer, PeerAgreesWithRecallsJson) {
-  const std::string python = python_with_torch();
+  const std::string python = test::python_with_torch();
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
   ProbeConfig c;
   c.stores = {"outer_product", "least_squares", "relu2", "exp3", "softmax"};

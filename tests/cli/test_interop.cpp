@@ -73,8 +73,9 @@ TEST(Conventions, VersionUnknownCommandAndHelp) {
   EXPECT_NE(u.err.find("unknown command 'trian'"), std::string::npos) << u.err;
   EXPECT_NE(u.err.find("train"), std::string::npos) << "the commands are listed: " << u.err;
   // Help names no internal documents.
-  for (const char* cmd : {"", "theory", "probe", "bench", "train", "eval", "sample", "fit",
-                          "inspect", "extrapolate", "report", "export", "sweep", "plot"}) {
+  for (const char* cmd :
+       {"", "theory", "probe", "bench", "train", "eval", "sample", "fit", "inspect", "extrapolate",
+        "report", "export", "import", "sweep", "plot"}) {
     const CliResult h = run_recall(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     for (const char* word : {"docs/", "science.md", "SPEC", "issue", "shared/"})
@@ -161,7 +162,7 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
-  const std::string python = recall::python_with_torch();
+  const std::string python = recall::test::python_with_torch();
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
   // The README's lines, then a forward pass.
   const std::string script =

@@ -73,7 +73,7 @@ TEST(ModelConfig, EnumNamesRoundTrip) {
        {FfnKind::kLinear, FfnKind::kMlp, FfnKind::kGlu, FfnKind::kLearnedKv, FfnKind::kNone})
     EXPECT_EQ(ffn_kind_from_string(to_string(v)), v);
   for (auto v : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu,
-                 Activation::kSilu})
+                 Activation::kSilu, Activation::kGeluTanh})
     EXPECT_EQ(activation_from_string(to_string(v)), v);
   EXPECT_EQ(to_string(FfnKind::kLearnedKv), "learned_kv");
   EXPECT_EQ(to_string(NormKind::kRmsNorm), "rmsnorm");

@@ -90,6 +90,8 @@ inline double activation_naive(Activation act, double s) {
       return 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)));
     case Activation::kSilu:
       return s / (1.0 + std::exp(-s));
+    case Activation::kGeluTanh:
+      return 0.5 * s * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (s + 0.044715 * s * s * s)));
   }
   return s;
 }

@@ -50,7 +50,8 @@ TEST(ModelFeedForward, LinearMatchesTheNaiveLoops) {
 }
 
 TEST(ModelFeedForward, MlpWithEveryActivationMatchesTheNaiveLoops) {
-  for (auto act : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu})
+  for (auto act : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu,
+                   Activation::kGeluTanh})
     for (bool bias : {false, true})
       expect_matches_naive(FeedForwardOptions(8).activation(act).mult(2).bias(bias),
                            "mlp " + to_string(act));

@@ -10,12 +10,16 @@
 
 #include "model_test_util.h"
 #include "python_test_util.h"
+#include "recall/core/safetensors.h"
 #include "recall/train/export.h"
 #include "recall/train/trainer.h"
+#include "train_test_util.h"
 
 namespace recall {
 namespace {
 namespace fs = std::filesystem;
+
+using test::python_with_torch;
 
 void write_pickle(const fs::path& path, const torch::Tensor& t) {
   const std::vector<char> bytes = torch::pickle_save(t);
@@ -45,8 +49,8 @@ std::vector<Case> cases() {
       c.pos = pos;
       if (pos == PosKind::kLearned) c.seq_len = 10;
     });
-  for (Activation a :
-       {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu})
+  for (Activation a : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3, Activation::kGelu,
+                       Activation::kGeluTanh})
     add("mlp_" + to_string(a), [&](ModelConfig& c) { c.activation = a; });
   for (Activation a : {Activation::kSilu, Activation::kRelu, Activation::kRelu2, Activation::kGelu})
     add("glu_" + to_string(a), [&](ModelConfig& c) {
@@ -135,6 +139,45 @@ TEST(Export, ConfigJsonNamesTheModel) {
                              "\"pos\": \"rope\"", "\"d_model\": 16"})
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
   EXPECT_GT(fs::file_size(dir / "model.pt"), 1000u);
+}
+
+// What torch.load's weights_only unpickler (its default since torch 2.6) accepts: no global but
+// _rebuild_tensor_v2, the storage class and OrderedDict (LibTorch's own pickler would wrap the
+// dict in torch.jit._pickle.restore_type_tag).
+TEST(Export, StateDictPickleNeedsOnlyTheGlobalsTorchLoadAllows) {
+  Transformer model(base());
+  const std::string zip = state_dict_pickle(*model);
+  EXPECT_EQ(zip.find("torch.jit"), std::string::npos);
+  EXPECT_EQ(zip.find("restore_type_tag"), std::string::npos);
+  EXPECT_NE(zip.find("torch._utils\n_rebuild_tensor_v2"), std::string::npos);
+  // It reads back in LibTorch, name for name and bit for bit.
+  const auto state = named_state(*model);
+  const auto dict = torch::pickle_load(std::vector<char>(zip.begin(), zip.end())).toGenericDict();
+  ASSERT_EQ(dict.size(), state.size());
+  for (const auto& [name, t] : state)
+    EXPECT_TRUE(torch::equal(dict.at(name).toTensor(), t)) << name;
+}
+
+TEST(Export, SafetensorsHoldTheStateDict) {
+  ModelConfig mc = base();
+  mc.norm = NormKind::kLayerNorm;
+  mc.bias = true;
+  TrainConfig tc;
+  tc.model = mc;
+  const fs::path dir = fs::temp_directory_path() / "recall_export_safetensors";
+  fs::remove_all(dir);
+  Transformer model(mc);
+  export_model(model, tc, 0, {}, dir.string());
+  std::ifstream in(dir / "model.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const auto file = read_safetensors(bytes, "model.safetensors");
+  const auto state = named_state(*model);
+  ASSERT_EQ(file.tensors.size(), state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(file.tensors[i].first, state[i].first);
+    EXPECT_TRUE(torch::equal(file.tensors[i].second, state[i].second)) << state[i].first;
+  }
+  EXPECT_EQ(file.metadata.at("format"), "pt");
 }
 
 }  // namespace

@@ -110,20 +110,19 @@ ConfigKey<C> string_key(std::string name, ConfigField<C, std::string> field) {
           [=](const C& c) { return toml_string(config_detail::at(field, c)); }};
 }
 
-// An enumeration written as a string: `parse` throws std::invalid_argument for an unknown name,
-// `print` is its inverse, `names` lists what is accepted.
+// An enumeration written as a string: `parse` throws std::invalid_argument naming the accepted
+// names (enum_names.h) for an unknown one, `print` is its inverse.
 template <class C, class E>
 ConfigKey<C> enum_key(std::string name, ConfigField<C, E> field, E (*parse)(const std::string&),
-                      std::string (*print)(E), std::string names) {
-  std::string ok = "one of " + names;
-  return {name, ok,
+                      std::string (*print)(E)) {
+  return {name, "a name",
           [=](C& c, const toml::node& n) {
             auto v = n.value_exact<std::string>();
-            if (!v) bad_config_value(name, n, ok);
+            if (!v) bad_config_value(name, n, "a string");
             try {
               field(c) = parse(*v);
-            } catch (const std::invalid_argument&) {
-              bad_config_value(name, n, ok);
+            } catch (const std::invalid_argument& e) {
+              throw std::invalid_argument(fmt::format("{} = {}: {}", name, *v, e.what()));
             }
           },
           [=](const C& c) { return toml_string(print(config_detail::at(field, c))); }};

@@ -1,6 +1,6 @@
 // The feed-forward sublayer of a block is a learned memory store (docs/science.md §5), one of
 //   linear     : W2 W1 x (linear.h)
-//   mlp        : W2 sigma(W1 x), sigma = activation in relu, relu2, relu3, gelu (mlp.h)
+//   mlp        : W2 sigma(W1 x), sigma = activation in relu, relu2, relu3, gelu, gelu_tanh (mlp.h)
 //   glu        : W2 (gate(W1 x) * W3 x), gate = activation; silu is SwiGLU (glu.h)
 //   learned_kv : softmax over ffn_slots learned key/value slots per head (learned_kv.h)
 // (ffn = none has no sublayer; the block skips it.) make_feed_forward builds the module of a kind.

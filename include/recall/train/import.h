@@ -1,0 +1,44 @@
+// Import of models trained elsewhere into a recall checkpoint that every command takes (eval,
+// sample, inspect, extrapolate, export):
+//   nanoGPT checkpoint   ckpt.pt: {"model_args": {...}, "model": state dict, "iter_num": ...}
+//                        (torch.compile's "_orig_mod." prefixes are stripped)
+//   GPT-2-format folder  config.json with model.safetensors (read by the format's rules) or
+//                        pytorch_model.bin (a torch.save state dict)
+// Both hold recall's learned-position LayerNorm GELU-MLP architecture under GPT-2's names:
+//   wte -> tok_emb, wpe -> pos_emb, h.i.ln_1 -> block{i}.norm1, h.i.attn.c_attn -> attn.qkv,
+//   h.i.attn.c_proj -> attn.out, h.i.ln_2 -> norm2, h.i.mlp.c_fc -> ffn.w1,
+//   h.i.mlp.c_proj -> ffn.w2, ln_f -> norm_f, lm_head -> head (untied only).
+// c_attn's fused (3 D) output rows are q, k, v in order, as recall's qkv; GPT-2's Conv1D stores
+// weights (in, out) and is transposed. A tensor recall has no place for, a missing or misshapen
+// one, or a dtype it cannot hold exactly is refused with UsageError naming it.
+#pragma once
+#include <map>
+#include <string>
+
+#include "recall/core/safetensors.h"
+#include "recall/models/model.h"
+#include "recall/train/train_config.h"
+
+namespace recall {
+
+struct ForeignModel {
+  ModelConfig config;                            // derived from the file
+  std::map<std::string, torch::Tensor> tensors;  // GPT-2's names (no prefix) -> float32
+  bool conv1d = false;  // linear weights stored (in, out), as GPT-2's Conv1D
+  int64_t step = 0;     // nanoGPT's iter_num; 0 for a GPT-2 folder
+  std::string format;   // what was read, for messages
+};
+
+// Reads a nanoGPT checkpoint file or a GPT-2-format folder.
+ForeignModel read_foreign_model(const std::string& path);
+
+// The recall model holding `m`'s weights (every parameter set from the file, shapes checked).
+Transformer build_foreign_model(const ForeignModel& m);
+
+// Writes OUT/checkpoint.bin and OUT/config.toml for the model at `path`: `config`'s task and
+// trainer keys with the model keys of the file (those of `config` are replaced). A text task's
+// vocabulary is its corpus's units, whose count must equal the model's vocab_size. Returns what
+// was read.
+ForeignModel import_model(const std::string& path, TrainConfig config, const std::string& out_dir);
+
+}  // namespace recall

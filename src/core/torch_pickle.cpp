@@ -1,0 +1,598 @@
+// The pickle machine: a stack of values, a stack of marks and a memo. Every argument length is
+// checked against the bytes left, every pop against the stack, every memo index against the memo,
+// and a tensor's view against its storage, before anything is read or copied.
+#include "recall/core/torch_pickle.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+
+namespace recall {
+namespace {
+
+using Kind = PickleValue::Kind;
+
+PickleRef make(Kind kind) {
+  auto v = std::make_shared<PickleValue>();
+  v->kind = kind;
+  return v;
+}
+
+struct StorageType {
+  const char* name;
+  torch::ScalarType dtype;
+};
+
+constexpr std::array<StorageType, 10> kStorageTypes = {{{"torch.FloatStorage", torch::kFloat32},
+                                                        {"torch.DoubleStorage", torch::kFloat64},
+                                                        {"torch.HalfStorage", torch::kFloat16},
+                                                        {"torch.BFloat16Storage", torch::kBFloat16},
+                                                        {"torch.LongStorage", torch::kInt64},
+                                                        {"torch.IntStorage", torch::kInt32},
+                                                        {"torch.ShortStorage", torch::kInt16},
+                                                        {"torch.CharStorage", torch::kInt8},
+                                                        {"torch.ByteStorage", torch::kUInt8},
+                                                        {"torch.BoolStorage", torch::kBool}}};
+
+class Machine {
+ public:
+  Machine(std::string_view bytes, const StorageLoader& storage, const std::string& source)
+      : b_(bytes), storage_(storage), source_(source) {}
+
+  PickleRef run() {
+    while (true) {
+      const auto op = static_cast<unsigned char>(take(1)[0]);
+      if (op == '.') {
+        if (stack_.empty()) throw refuse("STOP with an empty stack");
+        return stack_.back();
+      }
+      step(op);
+    }
+  }
+
+ private:
+  UsageError refuse(const std::string& why) const {
+    return UsageError(
+        fmt::format("{}: its pickle is damaged ({} at byte {}); it is refused", source_, why, at_));
+  }
+
+  std::string_view take(uint64_t n) {
+    if (n > b_.size() - at_) throw refuse("truncated");
+    auto out = b_.substr(at_, n);
+    at_ += n;
+    return out;
+  }
+  uint64_t take_uint(int n) {
+    const auto s = take(n);
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(static_cast<unsigned char>(s[i])) << (8 * i);
+    return v;
+  }
+  std::string take_line() {
+    const auto end = b_.find('\n', at_);
+    if (end == std::string_view::npos) throw refuse("truncated");
+    std::string out(b_.substr(at_, end - at_));
+    at_ = end + 1;
+    return out;
+  }
+
+  PickleRef pop() {
+    if (stack_.size() <= floor()) throw refuse("stack underflow");
+    auto v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  PickleRef& top() {
+    if (stack_.size() <= floor()) throw refuse("stack underflow");
+    return stack_.back();
+  }
+  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  std::vector<PickleRef> pop_mark() {
+    if (marks_.empty()) throw refuse("no MARK");
+    const size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<PickleRef> out(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return out;
+  }
+  void push(PickleRef v) {
+    if (stack_.size() > (size_t{1} << 24)) throw refuse("stack too deep");
+    stack_.push_back(std::move(v));
+  }
+  void push_int(int64_t i) {
+    auto v = make(Kind::kInt);
+    v->i = i;
+    push(v);
+  }
+  void push_string(Kind kind, std::string_view s) {
+    auto v = make(kind);
+    v->s = std::string(s);
+    push(v);
+  }
+  void push_tuple(std::vector<PickleRef> items) {
+    auto v = make(Kind::kTuple);
+    v->items = std::move(items);
+    push(v);
+  }
+  void put(uint64_t key) {
+    if (stack_.empty()) throw refuse("PUT with an empty stack");
+    memo_[key] = stack_.back();
+  }
+  void get(uint64_t key) {
+    auto it = memo_.find(key);
+    if (it == memo_.end()) throw refuse(fmt::format("memo {} is not set", key));
+    push(it->second);
+  }
+  void set_items(PickleValue& dict, const std::vector<PickleRef>& kv) {
+    if (kv.size() % 2) throw refuse("SETITEMS with an odd count");
+    if (dict.kind == Kind::kOpaque) return;  // an object of a class this reader does not build
+    if (dict.kind != Kind::kDict) throw refuse("SETITEM on a " + dict.describe());
+    for (size_t i = 0; i < kv.size(); i += 2) {
+      bool replaced = false;
+      if (kv[i]->kind == Kind::kString || kv[i]->kind == Kind::kInt)
+        for (auto& [k, v] : dict.entries)
+          if (k->kind == kv[i]->kind && k->s == kv[i]->s && k->i == kv[i]->i) {
+            v = kv[i + 1];
+            replaced = true;
+          }
+      if (!replaced) dict.entries.emplace_back(kv[i], kv[i + 1]);
+    }
+  }
+  void append(PickleValue& list, const std::vector<PickleRef>& items) {
+    if (list.kind == Kind::kOpaque) return;
+    if (list.kind != Kind::kList) throw refuse("APPEND on a " + list.describe());
+    list.items.insert(list.items.end(), items.begin(), items.end());
+  }
+
+  int64_t as_int(const PickleRef& v, const char* what) const {
+    if (v->kind != Kind::kInt && v->kind != Kind::kBool)
+      throw refuse(fmt::format("{} is a {}, not an int", what, v->describe()));
+    return v->i;
+  }
+  std::vector<int64_t> as_sizes(const PickleRef& v, const char* what) const {
+    if (v->kind != Kind::kTuple && v->kind != Kind::kList)
+      throw refuse(fmt::format("{} is a {}, not a tuple", what, v->describe()));
+    std::vector<int64_t> out;
+    for (const auto& x : v->items) {
+      out.push_back(as_int(x, what));
+      if (out.back() < 0 || out.back() > (int64_t{1} << 48))
+        throw refuse(fmt::format("{} out of range", what));
+    }
+    return out;
+  }
+
+  // torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks, ...)
+  PickleRef rebuild_tensor(const std::vector<PickleRef>& args) {
+    if (args.size() < 4 || args[0]->kind != Kind::kStorage)
+      throw refuse("_rebuild_tensor_v2 without a storage, offset, size and stride");
+    const torch::Tensor& storage = args[0]->tensor;
+    const int64_t offset = as_int(args[1], "a tensor's offset");
+    const auto size = as_sizes(args[2], "a tensor's size");
+    const auto stride = as_sizes(args[3], "a tensor's stride");
+    if (size.size() != stride.size() || size.size() > 16)
+      throw refuse("a tensor's size and stride differ in length");
+    // The last element the view reaches must lie in the storage.
+    int64_t last = offset, numel = 1;
+    bool overflow = offset < 0;
+    for (size_t d = 0; d < size.size(); ++d) {
+      int64_t reach = 0;
+      overflow |= __builtin_mul_overflow(numel, size[d], &numel);
+      if (size[d] > 0) overflow |= __builtin_mul_overflow(size[d] - 1, stride[d], &reach);
+      overflow |= __builtin_add_overflow(last, reach, &last);
+    }
+    if (overflow || (numel > 0 && last >= storage.numel()))
+      throw refuse(fmt::format("a tensor of size [{}] reaches past its storage of {} elements",
+                               fmt::join(size, ", "), storage.numel()));
+    auto v = make(Kind::kTensor);
+    v->tensor = numel == 0 ? torch::empty(size, storage.options())
+                           : storage.as_strided(size, stride, offset).clone();
+    return v;
+  }
+
+  PickleRef call(const PickleRef& callable, const std::vector<PickleRef>& args) {
+    const std::string name = callable->kind == Kind::kGlobal ? callable->s : "";
+    if (name == "collections.OrderedDict" || name == "builtins.dict") {
+      auto d = make(Kind::kDict);
+      if (!args.empty() && args[0]->kind == Kind::kList)
+        for (const auto& pair : args[0]->items)
+          if (pair->kind == Kind::kTuple && pair->items.size() == 2)
+            d->entries.emplace_back(pair->items[0], pair->items[1]);
+      return d;
+    }
+    if (name == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(args);
+    if (name == "torch._utils._rebuild_parameter" ||
+        name == "torch._utils._rebuild_parameter_with_state") {
+      if (args.empty() || args[0]->kind != Kind::kTensor)
+        throw refuse("_rebuild_parameter without a tensor");
+      return args[0];
+    }
+    if (name == "builtins.set" || name == "builtins.frozenset" || name == "builtins.list") {
+      auto l = make(Kind::kList);
+      if (!args.empty() && (args[0]->kind == Kind::kList || args[0]->kind == Kind::kTuple))
+        l->items = args[0]->items;
+      return l;
+    }
+    auto o = make(Kind::kOpaque);  // built by no code: it names its class, and that is all
+    o->s =
+        callable->kind == Kind::kGlobal || callable->kind == Kind::kOpaque ? callable->s : "a call";
+    return o;
+  }
+
+  // BINPERSID of torch.save: ('storage', storage class, key, location, numel)
+  PickleRef persistent(const PickleRef& pid) {
+    if (pid->kind != Kind::kTuple || pid->items.size() < 5 ||
+        pid->items[0]->kind != Kind::kString || pid->items[0]->s != "storage" ||
+        pid->items[1]->kind != Kind::kGlobal || pid->items[2]->kind != Kind::kString)
+      throw refuse("a persistent id that is not a torch storage");
+    const StorageType* type = nullptr;
+    for (const auto& t : kStorageTypes)
+      if (pid->items[1]->s == t.name) type = &t;
+    if (!type)
+      throw UsageError(fmt::format("{}: holds a storage of type {}, which recall does not read",
+                                   source_, pid->items[1]->s));
+    const int64_t numel = as_int(pid->items[4], "a storage's size");
+    if (numel < 0) throw refuse("a storage of negative size");
+    const std::string& key = pid->items[2]->s;
+    auto v = make(Kind::kStorage);
+    auto it = storages_.find(key);
+    if (it != storages_.end()) {
+      if (it->second.scalar_type() != type->dtype || it->second.numel() != numel)
+        throw refuse(fmt::format("storage {} is named twice with different types", key));
+      v->tensor = it->second;
+    } else {
+      v->tensor = storage_(key, type->dtype, numel);
+      if (v->tensor.numel() != numel || v->tensor.scalar_type() != type->dtype)
+        throw refuse(fmt::format("storage {} does not hold {} elements", key, numel));
+      storages_[key] = v->tensor;
+    }
+    return v;
+  }
+
+  void step(unsigned char op) {
+    switch (op) {
+      case 0x80:
+        take(1);
+        return;  // PROTO
+      case 0x95:
+        take(8);
+        return;  // FRAME: a length hint only
+      case '(':
+        marks_.push_back(stack_.size());
+        return;
+      case '0':
+        pop();
+        return;
+      case '1':
+        pop_mark();
+        return;
+      case '2':
+        push(top());
+        return;
+      case 'N':
+        push(make(Kind::kNone));
+        return;
+      case 0x88:
+      case 0x89: {
+        auto v = make(Kind::kBool);
+        v->i = op == 0x88;
+        push(v);
+        return;
+      }
+      case 'J':
+        push_int(static_cast<int32_t>(take_uint(4)));
+        return;
+      case 'K':
+        push_int(static_cast<int64_t>(take_uint(1)));
+        return;
+      case 'M':
+        push_int(static_cast<int64_t>(take_uint(2)));
+        return;
+      case 0x8a:
+      case 0x8b: {  // LONG1, LONG4: little-endian two's complement of n bytes
+        const uint64_t n = take_uint(op == 0x8a ? 1 : 4);
+        const auto s = take(n);
+        if (n > 8) throw refuse("an integer wider than 64 bits");
+        uint64_t u = 0;
+        for (uint64_t i = 0; i < n; ++i)
+          u |= static_cast<uint64_t>(static_cast<unsigned char>(s[i])) << (8 * i);
+        if (n > 0 && n < 8 && (static_cast<unsigned char>(s[n - 1]) & 0x80))
+          u |= ~uint64_t{0} << (8 * n);
+        push_int(static_cast<int64_t>(u));
+        return;
+      }
+      case 'G': {  // BINFLOAT: big-endian double
+        const auto s = take(8);
+        uint64_t u = 0;
+        for (int i = 0; i < 8; ++i) u = (u << 8) | static_cast<unsigned char>(s[i]);
+        auto v = make(Kind::kFloat);
+        std::memcpy(&v->f, &u, 8);
+        push(v);
+        return;
+      }
+      case 'X':
+        push_string(Kind::kString, take(take_uint(4)));
+        return;
+      case 0x8c:
+        push_string(Kind::kString, take(take_uint(1)));
+        return;
+      case 0x8d:
+        push_string(Kind::kString, take(take_uint(8)));
+        return;
+      case 'T':
+        push_string(Kind::kString, take(take_uint(4)));
+        return;
+      case 'U':
+        push_string(Kind::kString, take(take_uint(1)));
+        return;
+      case 'B':
+        push_string(Kind::kBytes, take(take_uint(4)));
+        return;
+      case 'C':
+        push_string(Kind::kBytes, take(take_uint(1)));
+        return;
+      case 0x8e:
+        push_string(Kind::kBytes, take(take_uint(8)));
+        return;
+      case ']':
+        push(make(Kind::kList));
+        return;
+      case 0x8f:
+        push(make(Kind::kList));
+        return;  // EMPTY_SET
+      case 'l': {
+        auto v = make(Kind::kList);
+        v->items = pop_mark();
+        push(v);
+        return;
+      }
+      case 0x91: {  // FROZENSET
+        auto v = make(Kind::kList);
+        v->items = pop_mark();
+        push(v);
+        return;
+      }
+      case 'a': {
+        auto item = pop();
+        append(*top(), {item});
+        return;
+      }
+      case 'e':
+      case 0x90: {  // APPENDS, ADDITEMS
+        auto items = pop_mark();
+        append(*top(), items);
+        return;
+      }
+      case ')':
+        push_tuple({});
+        return;
+      case 't':
+        push_tuple(pop_mark());
+        return;
+      case 0x85:
+      case 0x86:
+      case 0x87: {
+        const size_t n = op - 0x84u;
+        std::vector<PickleRef> items(n);
+        for (size_t i = n; i-- > 0;) items[i] = pop();
+        push_tuple(std::move(items));
+        return;
+      }
+      case '}':
+        push(make(Kind::kDict));
+        return;
+      case 'd': {
+        auto v = make(Kind::kDict);
+        set_items(*v, pop_mark());
+        push(v);
+        return;
+      }
+      case 's': {
+        auto value = pop();
+        auto key = pop();
+        set_items(*top(), {key, value});
+        return;
+      }
+      case 'u': {
+        auto kv = pop_mark();
+        set_items(*top(), kv);
+        return;
+      }
+      case 'c': {
+        const std::string module = take_line();
+        push_string(Kind::kGlobal, module + "." + take_line());
+        return;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        auto name = pop();
+        auto module = pop();
+        if (module->kind != Kind::kString || name->kind != Kind::kString)
+          throw refuse("STACK_GLOBAL of a non-string");
+        push_string(Kind::kGlobal, module->s + "." + name->s);
+        return;
+      }
+      case 'R': {
+        auto args = pop();
+        auto callable = pop();
+        if (args->kind != Kind::kTuple) throw refuse("REDUCE without an argument tuple");
+        push(call(callable, args->items));
+        return;
+      }
+      case 0x81: {  // NEWOBJ cls args
+        auto args = pop();
+        auto cls = pop();
+        if (args->kind != Kind::kTuple) throw refuse("NEWOBJ without an argument tuple");
+        push(call(cls, args->items));
+        return;
+      }
+      case 0x92: {  // NEWOBJ_EX cls args kwargs
+        pop();
+        auto args = pop();
+        auto cls = pop();
+        if (args->kind != Kind::kTuple) throw refuse("NEWOBJ_EX without an argument tuple");
+        push(call(cls, args->items));
+        return;
+      }
+      case 'b':
+        pop();
+        top();
+        return;  // BUILD: object state; no object here runs code
+      case 'q':
+        put(take_uint(1));
+        return;
+      case 'r':
+        put(take_uint(4));
+        return;
+      case 0x94:
+        put(memo_.size());
+        return;  // MEMOIZE
+      case 'h':
+        get(take_uint(1));
+        return;
+      case 'j':
+        get(take_uint(4));
+        return;
+      case 'p':
+        put(parse_decimal(take_line()));
+        return;
+      case 'g':
+        get(parse_decimal(take_line()));
+        return;
+      case 'Q':
+        push(persistent(pop()));
+        return;
+      default:
+        throw refuse(fmt::format("opcode 0x{:02x} is not one recall reads", op));
+    }
+  }
+
+  uint64_t parse_decimal(const std::string& s) {
+    uint64_t v = 0;
+    if (s.empty() || s.size() > 18) throw refuse("a bad memo index");
+    for (char c : s) {
+      if (c < '0' || c > '9') throw refuse("a bad memo index");
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return v;
+  }
+
+  std::string_view b_;
+  size_t at_ = 0;
+  const StorageLoader& storage_;
+  const std::string& source_;
+  std::vector<PickleRef> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint64_t, PickleRef> memo_;
+  std::map<std::string, torch::Tensor> storages_;
+};
+
+// The file's bytes to LibTorch's zip reader.
+class BytesAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BytesAdapter(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<uint64_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
+
+}  // namespace
+
+const PickleValue* PickleValue::get(const std::string& key) const {
+  if (kind != Kind::kDict) return nullptr;
+  for (const auto& [k, v] : entries)
+    if (k->kind == Kind::kString && k->s == key) return v.get();
+  return nullptr;
+}
+
+std::string PickleValue::describe() const {
+  switch (kind) {
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "string";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kTensor:
+      return "tensor";
+    case Kind::kStorage:
+      return "storage";
+    case Kind::kGlobal:
+      return "class " + s;
+    case Kind::kOpaque:
+      return s + " object";
+  }
+  return "value";
+}
+
+PickleRef unpickle(std::string_view bytes, const StorageLoader& storage,
+                   const std::string& source) {
+  return Machine(bytes, storage, source).run();
+}
+
+PickleRef read_torch_file(const std::string& path) {
+  const std::string bytes = read_file("--from", path);
+  if (bytes.size() < 4 || bytes.compare(0, 4, "PK\x03\x04") != 0)
+    throw UsageError(
+        fmt::format("{}: is not a torch.save file of torch >= 1.6 (a zip archive); re-save it with "
+                    "torch.save from torch 1.6 or later",
+                    path));
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BytesAdapter>(bytes));
+    if (!reader.hasRecord("data.pkl"))
+      throw UsageError(
+          fmt::format("{}: the archive holds no data.pkl; it is not a torch.save file", path));
+    auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+    auto load = [&](const std::string& key, torch::ScalarType dtype, int64_t numel) {
+      const std::string record = "data/" + key;
+      if (!reader.hasRecord(record))
+        throw UsageError(fmt::format("{}: storage {} is missing from the archive", path, key));
+      auto [data, size] = reader.getRecord(record);
+      const auto item = static_cast<uint64_t>(c10::elementSize(dtype));
+      if (size / item != static_cast<uint64_t>(numel) || size % item)
+        throw UsageError(fmt::format("{}: storage {} holds {} bytes, not {} elements of {}", path,
+                                     key, size, numel, c10::toString(dtype)));
+      auto t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      if (size) std::memcpy(t.data_ptr(), data.get(), size);
+      return t;
+    };
+    return unpickle(std::string_view(static_cast<const char*>(pickle.get()), pickle_size), load,
+                    path);
+  } catch (const c10::Error& e) {
+    throw UsageError(fmt::format("{}: is not a readable torch.save archive ({})", path,
+                                 first_line(e.what_without_backtrace())));
+  }
+}
+
+}  // namespace recall

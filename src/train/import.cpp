@@ -1,0 +1,253 @@
+#include "recall/train/import.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "recall/core/error.h"
+#include "recall/core/io.h"
+#include "recall/core/torch_pickle.h"
+#include "recall/models/foreign_config.h"
+#include "recall/train/checkpoint.h"
+#include "recall/train/task.h"
+
+namespace recall {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tensor of the file as recall holds it: float32, the half-precision kinds widened exactly.
+torch::Tensor as_float32(const std::string& name, const torch::Tensor& t,
+                         const std::string& source) {
+  const auto type = t.scalar_type();
+  if (type != torch::kFloat32 && type != torch::kFloat16 && type != torch::kBFloat16)
+    throw UsageError(
+        fmt::format("{}: tensor {} has dtype {}; recall holds float32 (float16 and "
+                    "bfloat16 widen exactly): convert the file to float32",
+                    source, name, c10::toString(type)));
+  return t.to(torch::kFloat32);
+}
+
+// GPT-2's names without the prefixes that wrap them: torch.compile's "_orig_mod." and the
+// language-model head's "transformer.".
+std::string plain_name(std::string name) {
+  for (const std::string prefix : {"_orig_mod.", "transformer."})
+    if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  return name;
+}
+
+void add_tensor(std::map<std::string, torch::Tensor>& out, const std::string& name,
+                const torch::Tensor& t, const std::string& source) {
+  if (!out.emplace(plain_name(name), as_float32(name, t, source)).second)
+    throw UsageError(fmt::format("{}: holds tensor {} twice (with and without a prefix)", source,
+                                 plain_name(name)));
+}
+
+std::map<std::string, torch::Tensor> state_of_pickle(const PickleValue& dict,
+                                                     const std::string& source) {
+  if (dict.kind != PickleValue::Kind::kDict)
+    throw UsageError(
+        fmt::format("{}: its state dict is a {}, not a dict", source, dict.describe()));
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [k, v] : dict.entries) {
+    if (k->kind != PickleValue::Kind::kString)
+      throw UsageError(fmt::format("{}: its state dict has a key that is not a name", source));
+    if (v->kind != PickleValue::Kind::kTensor)
+      throw UsageError(fmt::format("{}: state dict entry {} is a {}, not a tensor", source, k->s,
+                                   v->describe()));
+    add_tensor(out, k->s, v->tensor, source);
+  }
+  return out;
+}
+
+ForeignModel read_nanogpt(const std::string& path) {
+  const PickleRef ckpt = read_torch_file(path);
+  const PickleValue* args = ckpt->get("model_args");
+  const PickleValue* model = ckpt->get("model");
+  if (!args || !model)
+    throw UsageError(
+        fmt::format("{}: is not a nanoGPT checkpoint (a dict with model_args and "
+                    "model); name a nanoGPT ckpt.pt or a GPT-2-format folder",
+                    path));
+  ForeignModel m;
+  m.format = "nanoGPT checkpoint";
+  m.config = model_config_from_nanogpt(*args, path);
+  m.tensors = state_of_pickle(*model, path);
+  if (const PickleValue* it = ckpt->get("iter_num"); it && it->kind == PickleValue::Kind::kInt)
+    m.step = std::max<int64_t>(0, it->i);
+  // nanoGPT ties lm_head to wte; a head that differs (a peer that unties it) stays its own.
+  auto head = m.tensors.find("lm_head.weight");
+  auto wte = m.tensors.find("wte.weight");
+  if (head != m.tensors.end() && wte != m.tensors.end()) {
+    if (head->second.sizes() == wte->second.sizes() && torch::equal(head->second, wte->second))
+      m.tensors.erase(head);
+    else
+      m.config.tied_head = false;
+  }
+  return m;
+}
+
+ForeignModel read_gpt2_folder(const std::string& dir) {
+  const fs::path root(dir);
+  const std::string config_file = (root / "config.json").string();
+  if (!fs::exists(config_file))
+    throw UsageError(
+        fmt::format("{}: the folder holds no config.json; a GPT-2-format folder has "
+                    "config.json with model.safetensors or pytorch_model.bin",
+                    dir));
+  ForeignModel m;
+  m.config = model_config_from_gpt2_json(read_file("--from", config_file), config_file);
+  const fs::path st = root / "model.safetensors", bin = root / "pytorch_model.bin";
+  if (fs::exists(st)) {
+    m.format = "GPT-2-format folder (model.safetensors)";
+    const auto file = read_safetensors(read_file("--from", st.string()), st.string());
+    for (const auto& [name, t] : file.tensors) add_tensor(m.tensors, name, t, st.string());
+  } else if (fs::exists(bin)) {
+    m.format = "GPT-2-format folder (pytorch_model.bin)";
+    m.tensors = state_of_pickle(*read_torch_file(bin.string()), bin.string());
+  } else {
+    throw UsageError(fmt::format(
+        "{}: holds neither model.safetensors nor pytorch_model.bin (sharded weights are not "
+        "read: merge them into one file)",
+        dir));
+  }
+  const auto head = m.tensors.find("lm_head.weight");
+  if (m.config.tied_head && head != m.tensors.end()) {
+    const auto wte = m.tensors.find("wte.weight");
+    if (wte == m.tensors.end() || head->second.sizes() != wte->second.sizes() ||
+        !torch::equal(head->second, wte->second))
+      throw UsageError(
+          fmt::format("{}: lm_head.weight differs from wte.weight, but "
+                      "tie_word_embeddings is true; it is refused",
+                      dir));
+    m.tensors.erase(head);
+  }
+  m.conv1d = true;
+  return m;
+}
+
+struct Place {
+  std::string file, recall;
+  bool transpose;
+};
+
+// Where each tensor of the file goes in recall's model (include/recall/train/import.h).
+std::vector<Place> places(const ModelConfig& c, bool conv1d) {
+  std::vector<Place> out = {{"wte.weight", "tok_emb.weight", false},
+                            {"wpe.weight", "pos_emb.weight", false}};
+  auto norm = [&](const std::string& file, const std::string& recall) {
+    out.push_back({file + ".weight", recall + ".weight", false});
+    if (c.bias) out.push_back({file + ".bias", recall + ".bias", false});
+  };
+  auto linear = [&](const std::string& file, const std::string& recall) {
+    out.push_back({file + ".weight", recall + ".weight", conv1d});
+    if (c.bias) out.push_back({file + ".bias", recall + ".bias", false});
+  };
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string h = fmt::format("h.{}.", i), b = fmt::format("block{}.", i);
+    norm(h + "ln_1", b + "norm1");
+    linear(h + "attn.c_attn", b + "attn.qkv");
+    linear(h + "attn.c_proj", b + "attn.out");
+    norm(h + "ln_2", b + "norm2");
+    linear(h + "mlp.c_fc", b + "ffn.w1");
+    linear(h + "mlp.c_proj", b + "ffn.w2");
+  }
+  norm("ln_f", "norm_f");
+  if (!c.tied_head) out.push_back({"lm_head.weight", "head.weight", false});
+  return out;
+}
+
+// Buffers of the file that recall computes instead: the causal masks of nanoGPT and GPT-2.
+bool is_mask(const std::string& name) {
+  auto ends = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".attn.bias") || ends(".attn.masked_bias");
+}
+
+}  // namespace
+
+ForeignModel read_foreign_model(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return read_gpt2_folder(path);
+  if (!fs::exists(path, ec))
+    throw UsageError(fmt::format("--from {}: no such file or folder", path));
+  return read_nanogpt(path);
+}
+
+Transformer build_foreign_model(const ForeignModel& m) {
+  Transformer model(m.config);
+  auto params = model->named_parameters();
+  auto rest = m.tensors;
+  size_t set = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : places(m.config, m.conv1d)) {
+    auto it = rest.find(p.file);
+    if (it == rest.end())
+      throw UsageError(fmt::format("{}: lacks tensor {} (for recall's {}); it is refused", m.format,
+                                   p.file, p.recall));
+    torch::Tensor t = p.transpose ? it->second.t() : it->second;
+    torch::Tensor* target = params.find(p.recall);
+    if (!target) throw std::logic_error("import: recall has no parameter " + p.recall);
+    if (t.sizes() != target->sizes())
+      throw UsageError(
+          fmt::format("{}: tensor {} has shape [{}], recall's {} needs [{}]{}; it is "
+                      "refused",
+                      m.format, p.file, fmt::join(it->second.sizes(), ", "), p.recall,
+                      fmt::join(target->sizes(), ", "),
+                      p.transpose ? " (transposed from GPT-2's Conv1D)" : ""));
+    target->copy_(t);
+    rest.erase(it);
+    ++set;
+  }
+  for (const auto& [name, t] : rest)
+    if (!is_mask(name))
+      throw UsageError(
+          fmt::format("{}: tensor {} has no place in recall's model (GPT-2's "
+                      "architecture as its config gives it); it is refused",
+                      m.format, name));
+  if (set != params.size())
+    throw std::logic_error(fmt::format("import: {} of {} parameters set", set, params.size()));
+  model->eval();
+  return model;
+}
+
+ForeignModel import_model(const std::string& path, TrainConfig config, const std::string& out_dir) {
+  check_output_dir("--out", out_dir);
+  if (fs::exists(checkpoint_path(out_dir)))
+    throw UsageError(fmt::format("--out {}: holds a run already; choose another folder", out_dir));
+  ForeignModel m = read_foreign_model(path);
+  m.format = fmt::format("{} {}", m.format, path);
+  config.model = m.config;
+  try {
+    config.validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(
+        fmt::format("{}: the imported model does not fit the task: {}", path, e.what()));
+  }
+  std::vector<int64_t> vocabulary;
+  if (config.task.kind == TaskKind::kText) {
+    const auto task = make_task(config, {});
+    vocabulary = task->vocabulary();
+    if (task->vocab_size() != m.config.vocab_size)
+      throw UsageError(fmt::format(
+          "{}: the model has vocab_size {}, the text task's corpus has {} distinct {}s; name the "
+          "corpus it was trained on (text_file, text_units)",
+          path, m.config.vocab_size, task->vocab_size(), to_string(config.task.text_units)));
+  }
+  const Transformer model = build_foreign_model(m);
+  make_output_dir("--out", out_dir);
+  std::ostringstream task_rng;
+  task_rng << Rng(static_cast<uint64_t>(config.trainer.seed));
+  // No optimizer state: the checkpoint is for evaluation and analysis (train --resume refuses it).
+  save_checkpoint(checkpoint_path(out_dir),
+                  {config.to_toml(), m.step, task_rng.str(), torch_rng_state(), vocabulary,
+                   module_bytes(*model), "", 1});
+  write_file_atomic((fs::path(out_dir) / "config.toml").string(), config.to_toml());
+  return m;
+}
+
+}  // namespace recall
