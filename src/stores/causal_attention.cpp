@@ -8,6 +8,7 @@
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
 #include "recall/core/row_math.h"
+#include "recall/core/threads.h"
 
 namespace recall {
 
@@ -58,26 +59,41 @@ void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item)), each block's
 // weights stay there for the backward; without, each thread reuses one block's scratch, so
 // inference at long context needs no (T x T) buffer per item.
+// Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region: oneDNN's
+// sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the cores were
+// busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose threads are
+// the ones its other ops just used.
 void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
             double alpha, const Layout& lay, float* probs, torch::Tensor& y) {
   const int64_t H = q.size(2), d = q.size(3);
-  at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(probs ? 0 : static_cast<size_t>(kBlock * lay.width(lay.T - 1)));
-    for (int64_t i = begin; i < end; ++i) {
-      const auto qi = item_of(q, q.data_ptr<float>(), i / H, i % H);
-      const auto ki = item_of(k, k.data_ptr<float>(), i / H, i % H);
-      const auto vi = item_of(v, v.data_ptr<float>(), i / H, i % H);
-      const auto yi = item_of(y, y.data_ptr<float>(), i / H, i % H);
-      for (size_t b = 0; b < lay.offset.size(); ++b) {
-        const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
-        float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch.data();  // (r, w)
-        gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f, P,
-             w);  // alpha q_blk k^T
-        // In place; row t0 + j sees the memories and context keys up to its own position.
-        row_math::causal_softmax_rows(P, r, w, n_mem + t0);
-        gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
-      }
+  auto item = [&](int64_t i, float* scratch) {
+    const auto qi = item_of(q, q.data_ptr<float>(), i / H, i % H);
+    const auto ki = item_of(k, k.data_ptr<float>(), i / H, i % H);
+    const auto vi = item_of(v, v.data_ptr<float>(), i / H, i % H);
+    const auto yi = item_of(y, y.data_ptr<float>(), i / H, i % H);
+    for (size_t b = 0; b < lay.offset.size(); ++b) {
+      const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
+      float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch;  // (r, w)
+      gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f, P,
+           w);  // alpha q_blk k^T
+      // In place; row t0 + j sees the memories and context keys up to its own position.
+      row_math::causal_softmax_rows(P, r, w, n_mem + t0);
+      gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
     }
+  };
+  const int64_t n = q.size(0) * H;
+  if (probs) {
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) item(i, nullptr);
+    });
+    return;
+  }
+  // one block's weights per worker
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(at::get_num_threads()));
+  parallel_claim(n, [&](int64_t i, int worker) {
+    auto& mine = scratch[static_cast<size_t>(worker)];
+    if (mine.empty()) mine.resize(static_cast<size_t>(kBlock * lay.width(lay.T - 1)));
+    item(i, mine.data());
   });
 }
 
