@@ -20,7 +20,8 @@ void add_report(CLI::App& root, Action& action) {
   auto* cmd = root.add_subcommand(
       "report", "run the essay's reproduction and the trained-model experiments; write Markdown");
   cmd->add_option("--out", o->out, "folder for report.md, plots, JSON and runs/")->required();
-  cmd->add_flag("--quick", o->quick, "smaller runs: about 4 minutes on 2 cores instead of about 28");
+  cmd->add_flag("--quick", o->quick,
+                "smaller runs: about 4 minutes on 2 cores instead of about 28");
   cmd->callback([o, &action] {
     check_output_dir("--out", o->out);
     action = [o] {

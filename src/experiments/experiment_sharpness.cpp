@@ -12,14 +12,14 @@
 #include <sstream>
 
 #include "experiment.h"
-#include "recall/experiments/experiments.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"
-#include "recall/experiments/report.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/plot.h"
+#include "recall/experiments/experiments.h"
+#include "recall/experiments/report.h"
 #include "recall/stores/theory.h"
 #include "recall/train/trainer.h"
 

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "recall/experiments/experiments.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/fit.h"
 #include "recall/analysis/inspect.h"
@@ -19,6 +18,7 @@
 #include "recall/core/machine.h"
 #include "recall/core/plot.h"
 #include "recall/core/signals.h"
+#include "recall/experiments/experiments.h"
 #include "recall/stores/theory.h"
 #include "recall/train/trainer.h"
 

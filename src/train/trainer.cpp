@@ -213,10 +213,11 @@ TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
   Checkpoint ckpt;
   if (resume) ckpt = load_checkpoint(ckpt_file);
   if (resume && ckpt.optimizer.empty())
-    throw UsageError(fmt::format("--resume: {} was imported (recall import) and holds no optimizer "
-                                 "state to continue; it is for eval, sample, inspect, extrapolate "
-                                 "and export",
-                                 ckpt_file));
+    throw UsageError(
+        fmt::format("--resume: {} was imported (recall import) and holds no optimizer "
+                    "state to continue; it is for eval, sample, inspect, extrapolate "
+                    "and export",
+                    ckpt_file));
   auto task = resolve_task(config, ckpt.vocabulary);
   if (resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
   const DistEnv env = dist_env_from_environment();

@@ -93,9 +93,9 @@ TEST(Cli, ProbeWritesJsonCsvAndPlot) {
 
 TEST(Cli, BenchProbeBesideBusyNeighbours) {
   // The busy run is the same probe again beside one spinning process, which is gone afterwards.
-  const CliRun r = run(
-      "--threads 2 bench probe --stores relu --m 16,64 --no-rules --trials 1 --busy 1 "
-      "--busy-train-steps 0");
+  const CliRun r =
+      run("--threads 2 bench probe --stores relu --m 16,64 --no-rules --trials 1 --busy 1 "
+          "--busy-train-steps 0");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["busy_neighbours"], 1);

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "recall/experiments/experiments.h"
 #include "recall/analysis/probe.h"
+#include "recall/experiments/experiments.h"
 #include "recall/models/block.h"
 #include "recall/stores/outer_product.h"
 #include "train_test_util.h"
