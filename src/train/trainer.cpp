@@ -142,8 +142,9 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
   // (written before the key existed) holds its default.
   const auto want = config_items(config), have = config_items(stored);
   for (const auto& [key, value] : want) {
+    const std::string& name = key;  // a structured binding cannot be captured before C++20
     const auto it =
-        std::find_if(have.begin(), have.end(), [&](auto& kv) { return kv.first == key; });
+        std::find_if(have.begin(), have.end(), [&](auto& kv) { return kv.first == name; });
     if (it != have.end() && it->second != value)
       throw UsageError(
           fmt::format("checkpoint {} was written with {} = {}, this run has {} = {}; "
