@@ -166,7 +166,7 @@ TEST(Experiments, RejectsAnUnknownNameOrNoOut) {
 // The facts sweep at a few steps a point, then kinds trained again at the exposures given: each
 // chain starts at the sweep's own point for that kind and table, and its last link is stated as a
 // gain per doubling of the steps.
-TEST(Experiments, FactsTrainsKindsLongerAtTheGivenExposures) {
+TEST(FactsExperiment, TrainsKindsLongerAtTheGivenExposures) {
   test::TempDir dir;
   ExperimentConfig c;
   c.name = "facts";
