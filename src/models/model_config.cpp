@@ -55,7 +55,7 @@ ConfigKey<ModelConfig> ffn_key() {
   const std::string ok =
       "one of linear, mlp, glu, learned_kv, none, or swiglu (glu with "
       "activation silu)";
-  return {"ffn", ok,
+  return {"ffn",
           [ok](ModelConfig& c, const toml::node& n) {
             auto v = n.value_exact<std::string>();
             if (!v) bad_config_value("ffn", n, ok);
@@ -184,14 +184,7 @@ toml::table read_model_shape(const std::string& shape, const std::string& base_d
                     "model keys or one of {}",
                     shape, fmt::join(model_shape_names(), ", ")));
   }
-  toml::table table;
-  try {
-    table = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw UsageError(
-        fmt::format("{}:{}:{}: {}", source, where.line, where.column, e.description()));
-  }
+  const toml::table table = parse_config_toml(text, source);
   const auto& names = model_config_keys();
   for (const auto& [name, node] : table)
     if (std::find(names.begin(), names.end(), std::string(name.str())) == names.end())

@@ -187,14 +187,7 @@ void TrainConfig::validate() const {
 TrainConfig train_config_from_toml(std::string_view text, const std::string& source,
                                    const std::vector<std::string>& overrides,
                                    const std::string& base_dir) {
-  toml::table table;
-  try {
-    table = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw UsageError(
-        fmt::format("{}:{}:{}: {}", source, where.line, where.column, e.description()));
-  }
+  toml::table table = parse_config_toml(text, source);
   for (const auto& [name, node] : table) find_key(std::string(name.str()), source);
   // a relative corpus path in a file is relative to the file; one given by --set, to the shell
   namespace fs = std::filesystem;

@@ -13,16 +13,18 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "recall/core/error.h"
 
 namespace recall {
 
 template <class C>
 struct ConfigKey {
   std::string name;
-  std::string accepted;                            // what the key accepts, for messages
-  std::function<void(C&, const toml::node&)> set;  // throws std::invalid_argument with `accepted`
+  std::function<void(C&, const toml::node&)> set;  // throws std::invalid_argument: what it accepts
   std::function<std::string(const C&)> get;        // the value as a TOML literal
 };
 
@@ -61,7 +63,7 @@ T& at(ConfigField<C, T> field, const C& c) {
 template <class C>
 ConfigKey<C> int_key(std::string name, ConfigField<C, int64_t> field, int64_t lo, int64_t hi) {
   std::string ok = fmt::format("an integer in [{}, {}]", lo, hi);
-  return {name, ok,
+  return {name,
           [=](C& c, const toml::node& n) {
             auto v = n.value_exact<int64_t>();
             if (!v || *v < lo || *v > hi) bad_config_value(name, n, ok);
@@ -77,7 +79,7 @@ ConfigKey<C> real_key(std::string name, ConfigField<C, double> field, double lo,
   std::string ok = hi == std::numeric_limits<double>::infinity()
                        ? fmt::format("a finite number {} {}", lo_open ? ">" : ">=", lo)
                        : fmt::format("a number in {}{}, {}]", lo_open ? "(" : "[", lo, hi);
-  return {name, ok,
+  return {name,
           [=](C& c, const toml::node& n) {
             std::optional<double> v = n.is_integer() ? std::optional<double>(*n.value<int64_t>())
                                                      : n.value_exact<double>();
@@ -90,7 +92,7 @@ ConfigKey<C> real_key(std::string name, ConfigField<C, double> field, double lo,
 
 template <class C>
 ConfigKey<C> bool_key(std::string name, ConfigField<C, bool> field) {
-  return {name, "true or false",
+  return {name,
           [=](C& c, const toml::node& n) {
             auto v = n.value_exact<bool>();
             if (!v) bad_config_value(name, n, "true or false");
@@ -101,7 +103,7 @@ ConfigKey<C> bool_key(std::string name, ConfigField<C, bool> field) {
 
 template <class C>
 ConfigKey<C> string_key(std::string name, ConfigField<C, std::string> field) {
-  return {name, "a string",
+  return {name,
           [=](C& c, const toml::node& n) {
             auto v = n.value_exact<std::string>();
             if (!v) bad_config_value(name, n, "a string");
@@ -115,7 +117,7 @@ ConfigKey<C> string_key(std::string name, ConfigField<C, std::string> field) {
 template <class C, class E>
 ConfigKey<C> enum_key(std::string name, ConfigField<C, E> field, E (*parse)(const std::string&),
                       std::string (*print)(E)) {
-  return {name, "a name",
+  return {name,
           [=](C& c, const toml::node& n) {
             auto v = n.value_exact<std::string>();
             if (!v) bad_config_value(name, n, "a string");
@@ -126,6 +128,18 @@ ConfigKey<C> enum_key(std::string name, ConfigField<C, E> field, E (*parse)(cons
             }
           },
           [=](const C& c) { return toml_string(print(config_detail::at(field, c))); }};
+}
+
+// The TOML text of a config file, shape or recipe; a syntax error is a UsageError naming
+// source:line:column.
+inline toml::table parse_config_toml(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw UsageError(
+        fmt::format("{}:{}:{}: {}", source, where.line, where.column, e.description()));
+  }
 }
 
 // Sets every key of `keys` that `table` holds; other entries are the caller's.
