@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
@@ -58,26 +57,43 @@ uint64_t fnv1a64(std::string_view bytes) {
 }
 
 std::string encode_checkpoint(const Checkpoint& c) {
-  std::string payload;
-  put_section(payload, "config", c.config_toml);
-  put_section(payload, "step", int64s_bytes({c.step}));
-  put_section(payload, "task_rng", c.task_rng);
-  put_section(payload, "torch_rng", c.torch_rng);
-  put_section(payload, "vocabulary", int64s_bytes(c.vocabulary));
-  put_section(payload, "model", c.model);
-  put_section(payload, "optimizer", c.optimizer);
-  if (c.world_size != 1) put_section(payload, "world_size", int64s_bytes({c.world_size}));
-  std::string out(kMagic, sizeof(kMagic));
+  // One buffer, the header patched once the payload is in place: a model's bytes are copied once
+  // (a GPT-2-small import writes 500 MB of them).
+  const std::string step = int64s_bytes({c.step}), vocabulary = int64s_bytes(c.vocabulary),
+                    world = int64s_bytes({c.world_size});
+  std::vector<std::pair<std::string, std::string_view>> sections = {
+      {"config", c.config_toml},  {"step", step},
+      {"task_rng", c.task_rng},   {"torch_rng", c.torch_rng},
+      {"vocabulary", vocabulary}, {"model", c.model},
+      {"optimizer", c.optimizer}};
+  if (c.world_size != 1) sections.emplace_back("world_size", world);
+  size_t size = kHeader;
+  for (const auto& s : sections) size += 4 + s.first.size() + 8 + s.second.size();
+  std::string out;
+  out.reserve(size);
+  out.append(kMagic, sizeof(kMagic));
   put<uint32_t>(out, kCheckpointVersion);
-  put<uint64_t>(out, payload.size());
-  put<uint64_t>(out, fnv1a64(payload));
-  return out + payload;
+  put<uint64_t>(out, 0);  // payload size and checksum, patched below
+  put<uint64_t>(out, 0);
+  for (const auto& s : sections) put_section(out, s.first, s.second);
+  const std::string_view payload = std::string_view(out).substr(kHeader);
+  std::string patch;
+  put<uint64_t>(patch, payload.size());
+  put<uint64_t>(patch, fnv1a64(payload));
+  out.replace(12, patch.size(), patch);
+  return out;
 }
 
-Checkpoint decode_checkpoint(std::string_view bytes, const std::string& source) {
-  auto refuse = [&](const std::string& why) {
-    return UsageError(fmt::format("checkpoint {}: {}; it is refused", source, why));
-  };
+namespace {
+
+UsageError refused(const std::string& source, const std::string& why) {
+  return UsageError(fmt::format("checkpoint {}: {}; it is refused", source, why));
+}
+
+// The sections of a checkpoint's bytes, as views into them, after every check of the container.
+std::map<std::string, std::string_view> checkpoint_sections(std::string_view bytes,
+                                                            const std::string& source) {
+  auto refuse = [&](const std::string& why) { return refused(source, why); };
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
     throw refuse(bytes.size() < kHeader ? "is truncated (shorter than its header)"
                                         : "is not a recall checkpoint (bad magic)");
@@ -108,6 +124,14 @@ Checkpoint decode_checkpoint(std::string_view bytes, const std::string& source) 
     sections[name] = payload.substr(at, n);
     at += n;
   }
+  return sections;
+}
+
+}  // namespace
+
+Checkpoint decode_checkpoint(std::string_view bytes, const std::string& source) {
+  auto refuse = [&](const std::string& why) { return refused(source, why); };
+  const auto sections = checkpoint_sections(bytes, source);
   auto section = [&](const std::string& name) {
     auto it = sections.find(name);
     if (it == sections.end()) throw refuse(fmt::format("lacks section '{}'", name));
@@ -149,7 +173,9 @@ std::string best_checkpoint_path(const std::string& run_dir) {
 
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   const std::string bytes = encode_checkpoint(ckpt);
-  decode_checkpoint(bytes, path);  // never let a file that would be refused replace a good one
+  // never let a file that would be refused replace a good one: decode's checks of the container,
+  // without its copies of the sections
+  checkpoint_sections(bytes, path);
   write_file_atomic(path, bytes);
 }
 
@@ -166,14 +192,22 @@ torch::Device device_of(const std::vector<torch::Tensor>& params) {
   return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
 }
 
+// Appended to one string as torch writes it: a stream's buffer and its copy would be two.
+std::string archive_bytes(torch::serialize::OutputArchive& archive) {
+  std::string out;
+  archive.save_to([&out](const void* data, size_t n) {
+    out.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  return out;
+}
+
 }  // namespace
 
 std::string module_bytes(const torch::nn::Module& module) {
   torch::serialize::OutputArchive archive;
   module.save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  return archive_bytes(archive);
 }
 
 void load_module_bytes(torch::nn::Module& module, const std::string& bytes) {
@@ -199,9 +233,7 @@ void load_module_bytes(torch::nn::Module& module, const std::string& bytes) {
 std::string optimizer_bytes(const torch::optim::Optimizer& optimizer) {
   torch::serialize::OutputArchive archive;
   optimizer.save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  return archive_bytes(archive);
 }
 
 void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
@@ -178,10 +179,12 @@ ForeignModel read_foreign_model(const std::string& path) {
   return read_nanogpt(path);
 }
 
-Transformer build_foreign_model(const ForeignModel& m) {
+Transformer build_foreign_model(ForeignModel& m) {
   Transformer model(m.config);
   auto params = model->named_parameters();
-  auto rest = m.tensors;
+  // Each file tensor is dropped once copied, so the file's weights and the model's are held
+  // together for one tensor at a time, not for the whole model.
+  auto& rest = m.tensors;
   size_t set = 0;
   torch::NoGradGuard no_grad;
   for (const auto& p : places(m.config, m.conv1d)) {
@@ -238,14 +241,15 @@ ForeignModel import_model(const std::string& path, TrainConfig config, const std
           "corpus it was trained on (text_file, text_units)",
           path, m.config.vocab_size, task->vocab_size(), to_string(config.task.text_units)));
   }
-  const Transformer model = build_foreign_model(m);
+  // The model lives only until its bytes are taken: the weights are then held twice at most.
+  std::string weights = module_bytes(*build_foreign_model(m));
   make_output_dir("--out", out_dir);
   std::ostringstream task_rng;
   task_rng << Rng(static_cast<uint64_t>(config.trainer.seed));
   // No optimizer state: the checkpoint is for evaluation and analysis (train --resume refuses it).
   save_checkpoint(checkpoint_path(out_dir),
                   {config.to_toml(), m.step, task_rng.str(), torch_rng_state(), vocabulary,
-                   module_bytes(*model), "", 1});
+                   std::move(weights), "", 1});
   write_file_atomic((fs::path(out_dir) / "config.toml").string(), config.to_toml());
   return m;
 }

@@ -32,8 +32,9 @@ struct ForeignModel {
 // Reads a nanoGPT checkpoint file or a GPT-2-format folder.
 ForeignModel read_foreign_model(const std::string& path);
 
-// The recall model holding `m`'s weights (every parameter set from the file, shapes checked).
-Transformer build_foreign_model(const ForeignModel& m);
+// The recall model holding `m`'s weights (every parameter set from the file, shapes checked);
+// m.tensors is consumed (empty on return), so a large model is not held twice.
+Transformer build_foreign_model(ForeignModel& m);
 
 // Writes OUT/checkpoint.bin and OUT/config.toml for the model at `path`: `config`'s task and
 // trainer keys with the model keys of the file (those of `config` are replaced). A text task's
