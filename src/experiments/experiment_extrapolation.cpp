@@ -236,9 +236,7 @@ Reduced reduce(const std::vector<Curve>& curves, const ProbeReference& probe,
       }
       const auto& a = it->second;
       accuracy[std::to_string(m)] = a;
-      const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
-      acc_row.push_back(a.size() > 1 ? fmt::format("{:.3f} [{:.2f}, {:.2f}]", mean(a), *lo, *hi)
-                                     : fmt::format("{:.3f}", mean(a)));
+      acc_row.push_back(mean_range(a, "{:.3f}", "{:.2f}"));
     }
     acc_row.push_back(at16 ? fmt::format("{} of {}", *at16, c.runs) : "—");
     acc_row.push_back(at64 ? fmt::format("{} of {}", *at64, c.runs) : "—");

@@ -77,11 +77,7 @@ ExperimentResult Experiment::lm() {
       bpc.push_back(b);
       tps.push_back(t);
     }
-    rows.push_back({"`" + v.name + "`", std::to_string(params),
-                    seeds > 1 ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", mean(bpc),
-                                            *std::min_element(bpc.begin(), bpc.end()),
-                                            *std::max_element(bpc.begin(), bpc.end()))
-                              : fmt::format("{:.3f}", bpc[0]),
+    rows.push_back({"`" + v.name + "`", std::to_string(params), mean_range(bpc),
                     fmt::format("{:.0f}", mean(tps))});
     data << i << ' ' << mean(bpc) << ' ' << *std::min_element(bpc.begin(), bpc.end()) << ' '
          << *std::max_element(bpc.begin(), bpc.end()) << ' ' << mean(tps) << " \"" << v.name
