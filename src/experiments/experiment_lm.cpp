@@ -83,8 +83,7 @@ ExperimentResult Experiment::lm() {
          << *std::max_element(bpc.begin(), bpc.end()) << ' ' << mean(tps) << " \"" << v.name
          << "\"\n";
   }
-  write_file_atomic(path("lm.json"),
-                    json{{"config", "text-tiny"}, {"steps", steps}, {"runs", runs}}.dump(2) + "\n");
+  write_json("lm.json", {{"config", "text-tiny"}, {"steps", steps}, {"runs", runs}});
   render_plot(
       path("lm.png"), data.str(),
       [&](const std::string& f) {
