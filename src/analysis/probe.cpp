@@ -412,145 +412,176 @@ double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown) 
   return stream + direct + samples;
 }
 
+namespace {
+
+// Per grid point, per trial, the ISR sample of one store.
+using TrialSamples = std::vector<std::vector<std::vector<double>>>;
+
+// Streams one trial's memories through the plan's accumulators in chunks, snapshotting the ISR at
+// every grid point; adds the products' flops to result.flops and the work to `done`.
+void stream_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& stream,
+                  const ProgressFn& progress, double& done, ProbeResult& result) {
+  const bool fused = fast_kernels(config.device);
+  const double total_work = plan.work * static_cast<double>(config.trials);
+  ProbeProfile& profile = result.profile;
+  int64_t q_max = 0;
+  for (const auto& [key, a] : plan.accs) q_max = std::max(q_max, a.q);
+  torch::Tensor queries;
+  auto t_queries = std::chrono::steady_clock::now();
+  if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
+  profile.generate += seconds_since(t_queries);
+  for (auto& [key, a] : plan.accs) a.start(config.d_v, config.device);
+  for (int64_t c0 = 0; c0 < plan.end_max;) {
+    // chunks end at grid points, and on the fused path also at the stream's blocks (whose
+    // transposed keys they read in place)
+    int64_t c1 = std::min({*plan.boundaries.upper_bound(c0), c0 + config.chunk, plan.end_max});
+    if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
+    auto t = std::chrono::steady_clock::now();
+    auto [K, V] = stream.get(c0, c1);
+    profile.generate += seconds_since(t);
+    std::vector<Accumulator*> active;
+    for (auto& [key, a] : plan.accs)
+      if (a.end > c0) active.push_back(&a);
+    int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
+    for (auto* a : active) q_active = std::max(q_active, a->q);
+    const double work =
+        fused ? update_fused(active, queries, stream.keys_t(c0, c1), V, c0, c1, profile)
+              : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
+    result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
+                    2.0 * work * static_cast<double>(config.d_v);
+    done += work;
+    t = std::chrono::steady_clock::now();
+    for (auto* a : active)
+      if (a->snapshots.count(c1)) a->snapshot(c1);
+    profile.snapshots += seconds_since(t);
+    if (progress) progress(done, total_work);
+    c0 = c1;
+  }
+}
+
+// This trial's samples: each store's from its accumulator's snapshots (or computed directly for
+// the stores that are no weight function, and with config.reference), each rule point's pooled
+// over trials.
+void collect_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& stream,
+                   std::vector<TrialSamples>& store_isr,
+                   std::vector<std::vector<std::vector<double>>>& rule_pool,
+                   ProbeProfile& profile) {
+  for (size_t s = 0; s < plan.specs.size(); ++s) {
+    const auto& grid = plan.grids[s];
+    store_isr[s].resize(grid.size());
+    for (size_t g = 0; g < grid.size(); ++g) {
+      std::vector<double> sample;
+      if (plan.streamed(s, config)) {
+        const auto& full = plan.store_acc(s, config).isr.at(grid[g]);
+        sample.assign(full.begin(), full.begin() + std::min<int64_t>(config.queries, grid[g]));
+      } else {
+        const auto t = std::chrono::steady_clock::now();
+        auto [K, V] = stream.get(0, grid[g]);
+        sample = direct_isr(plan.specs[s], K, V, config.queries);
+        profile.direct += seconds_since(t);
+      }
+      store_isr[s][g].push_back(std::move(sample));
+    }
+  }
+  for (size_t r = 0; r < config.rules.size(); ++r)
+    for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
+      const auto& full = plan.rule_acc(r, g, config).isr.at(plan.rule_grid[g]);
+      rule_pool[r][g].insert(
+          rule_pool[r][g].end(), full.begin(),
+          full.begin() + std::min<int64_t>(config.rule_queries, plan.rule_grid[g]));
+    }
+}
+
+// Store s's curve (pooled over trials, beside theory) and capacity: where the pooled median and
+// RMS cross 1, the trials' median crossings as the range, the SEM of the trials' RMS crossings.
+StoreResult reduce_store(const ProbePlan& plan, size_t s, const ProbeConfig& config,
+                         const TrialSamples& isr) {
+  StoreResult out;
+  out.store = plan.specs[s].name();
+  const auto& grid = plan.grids[s];
+  std::vector<double> pooled_median(grid.size()), pooled_rms(grid.size());
+  std::vector<std::vector<double>> trial_median(config.trials, std::vector<double>(grid.size()));
+  std::vector<std::vector<double>> trial_rms = trial_median;
+  for (size_t g = 0; g < grid.size(); ++g) {
+    std::vector<double> pooled;
+    for (int64_t t = 0; t < config.trials; ++t) {
+      const auto& x = isr[g][t];
+      pooled.insert(pooled.end(), x.begin(), x.end());
+      const IsrSummary one = summarize(x);
+      trial_median[t][g] = one.median;
+      trial_rms[t][g] = one.rms;
+    }
+    CurvePoint p;
+    p.M = grid[g];
+    p.isr = summarize(std::move(pooled));
+    if (auto e = expected_isr2(plan.specs[s], config.d_k, static_cast<double>(grid[g])))
+      p.theory_rms = std::sqrt(*e);
+    pooled_median[g] = p.isr.median;
+    pooled_rms[g] = p.isr.rms;
+    out.curve.push_back(p);
+  }
+  Capacity& cap = out.capacity;
+  cap.median = crossing(grid, pooled_median);
+  cap.rms = crossing(grid, pooled_rms);
+  std::vector<double> rms_caps;
+  for (int64_t t = 0; t < config.trials; ++t) {
+    if (auto c = crossing(grid, trial_median[t])) {
+      cap.low = cap.low ? std::min(*cap.low, *c) : *c;
+      cap.high = cap.high ? std::max(*cap.high, *c) : *c;
+    }
+    if (auto c = crossing(grid, trial_rms[t])) rms_caps.push_back(*c);
+  }
+  if (rms_caps.size() >= 2 && rms_caps.size() == static_cast<size_t>(config.trials)) {
+    double mean = 0, var = 0;
+    for (double c : rms_caps) mean += c / static_cast<double>(rms_caps.size());
+    for (double c : rms_caps)
+      var += (c - mean) * (c - mean) / static_cast<double>(rms_caps.size() - 1);
+    cap.rms_sem = std::sqrt(var / static_cast<double>(rms_caps.size()));
+  }
+  out.capacity.theory = theory_capacity(plan.specs[s], config.d_k);
+  return out;
+}
+
+// Rule r's curve: the pooled ISR per length beside softmax theory at the rule's beta.
+RuleResult reduce_rule(const ProbePlan& plan, size_t r, const ProbeConfig& config,
+                       const std::vector<std::vector<double>>& pool) {
+  RuleResult out;
+  out.rule = config.rules[r];
+  out.ref_len = config.ref_len;
+  for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
+    RulePoint p;
+    p.M = plan.rule_grid[g];
+    p.beta = plan.rule_beta[r][g];
+    p.isr = summarize(pool[g]);
+    p.theory_rms = std::sqrt((static_cast<double>(p.M) - 1) *
+                             interference_per_memory(softmax_weight(p.beta), config.d_k));
+    out.curve.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
 ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
   config.validate();
   const auto t0 = std::chrono::steady_clock::now();
   ProbeResult result;
   result.config = config;
   ProbePlan plan = make_plan(config);
-  const bool fused = fast_kernels(config.device);
-  int64_t q_max = 0;
-  for (const auto& [key, a] : plan.accs) q_max = std::max(q_max, a.q);
-  const double total_work = plan.work * static_cast<double>(config.trials);
   double done = 0;
-  ProbeProfile& profile = result.profile;
-
-  // Per store: per grid point, per trial, the ISR sample.
-  std::vector<std::vector<std::vector<std::vector<double>>>> store_isr(plan.specs.size());
+  std::vector<TrialSamples> store_isr(plan.specs.size());
+  // per rule, per rule_grid point: the samples of every trial
   std::vector<std::vector<std::vector<double>>> rule_pool(
       config.rules.size(), std::vector<std::vector<double>>(plan.rule_grid.size()));
   for (int64_t trial = 0; trial < config.trials; ++trial) {
     MemoryStream stream(config.seed, trial, config.d_k, config.d_v, config.device);
-    torch::Tensor queries;
-    auto t_queries = std::chrono::steady_clock::now();
-    if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
-    profile.generate += seconds_since(t_queries);
-    for (auto& [key, a] : plan.accs) a.start(config.d_v, config.device);
-    for (int64_t c0 = 0; c0 < plan.end_max;) {
-      // chunks end at grid points, and on the fused path also at the stream's blocks (whose
-      // transposed keys they read in place)
-      int64_t c1 = std::min({*plan.boundaries.upper_bound(c0), c0 + config.chunk, plan.end_max});
-      if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
-      auto t = std::chrono::steady_clock::now();
-      auto [K, V] = stream.get(c0, c1);
-      profile.generate += seconds_since(t);
-      std::vector<Accumulator*> active;
-      for (auto& [key, a] : plan.accs)
-        if (a.end > c0) active.push_back(&a);
-      int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
-      for (auto* a : active) q_active = std::max(q_active, a->q);
-      const double work =
-          fused ? update_fused(active, queries, stream.keys_t(c0, c1), V, c0, c1, profile)
-                : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
-      result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
-                      2.0 * work * static_cast<double>(config.d_v);
-      done += work;
-      t = std::chrono::steady_clock::now();
-      for (auto* a : active)
-        if (a->snapshots.count(c1)) a->snapshot(c1);
-      profile.snapshots += seconds_since(t);
-      if (progress) progress(done, total_work);
-      c0 = c1;
-    }
-    // Collect this trial's samples.
-    for (size_t s = 0; s < plan.specs.size(); ++s) {
-      const auto& grid = plan.grids[s];
-      store_isr[s].resize(grid.size());
-      for (size_t g = 0; g < grid.size(); ++g) {
-        std::vector<double> sample;
-        if (plan.streamed(s, config)) {
-          const auto& full = plan.store_acc(s, config).isr.at(grid[g]);
-          sample.assign(full.begin(), full.begin() + std::min<int64_t>(config.queries, grid[g]));
-        } else {
-          const auto t = std::chrono::steady_clock::now();
-          auto [K, V] = stream.get(0, grid[g]);
-          sample = direct_isr(plan.specs[s], K, V, config.queries);
-          profile.direct += seconds_since(t);
-        }
-        store_isr[s][g].push_back(std::move(sample));
-      }
-    }
-    for (size_t r = 0; r < config.rules.size(); ++r)
-      for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
-        const auto& full = plan.rule_acc(r, g, config).isr.at(plan.rule_grid[g]);
-        rule_pool[r][g].insert(
-            rule_pool[r][g].end(), full.begin(),
-            full.begin() + std::min<int64_t>(config.rule_queries, plan.rule_grid[g]));
-      }
+    stream_trial(plan, config, stream, progress, done, result);
+    collect_trial(plan, config, stream, store_isr, rule_pool, result.profile);
   }
-
-  // Summaries, capacities and theory.
-  for (size_t s = 0; s < plan.specs.size(); ++s) {
-    StoreResult out;
-    out.store = plan.specs[s].name();
-    const auto& grid = plan.grids[s];
-    std::vector<double> pooled_median(grid.size()), pooled_rms(grid.size());
-    std::vector<std::vector<double>> trial_median(config.trials, std::vector<double>(grid.size()));
-    std::vector<std::vector<double>> trial_rms = trial_median;
-    for (size_t g = 0; g < grid.size(); ++g) {
-      std::vector<double> pooled;
-      for (int64_t t = 0; t < config.trials; ++t) {
-        const auto& x = store_isr[s][g][t];
-        pooled.insert(pooled.end(), x.begin(), x.end());
-        const IsrSummary one = summarize(x);
-        trial_median[t][g] = one.median;
-        trial_rms[t][g] = one.rms;
-      }
-      CurvePoint p;
-      p.M = grid[g];
-      p.isr = summarize(std::move(pooled));
-      if (auto e = expected_isr2(plan.specs[s], config.d_k, static_cast<double>(grid[g])))
-        p.theory_rms = std::sqrt(*e);
-      pooled_median[g] = p.isr.median;
-      pooled_rms[g] = p.isr.rms;
-      out.curve.push_back(p);
-    }
-    Capacity& cap = out.capacity;
-    cap.median = crossing(grid, pooled_median);
-    cap.rms = crossing(grid, pooled_rms);
-    std::vector<double> rms_caps;
-    for (int64_t t = 0; t < config.trials; ++t) {
-      if (auto c = crossing(grid, trial_median[t])) {
-        cap.low = cap.low ? std::min(*cap.low, *c) : *c;
-        cap.high = cap.high ? std::max(*cap.high, *c) : *c;
-      }
-      if (auto c = crossing(grid, trial_rms[t])) rms_caps.push_back(*c);
-    }
-    if (rms_caps.size() >= 2 && rms_caps.size() == static_cast<size_t>(config.trials)) {
-      double mean = 0, var = 0;
-      for (double c : rms_caps) mean += c / static_cast<double>(rms_caps.size());
-      for (double c : rms_caps)
-        var += (c - mean) * (c - mean) / static_cast<double>(rms_caps.size() - 1);
-      cap.rms_sem = std::sqrt(var / static_cast<double>(rms_caps.size()));
-    }
-    out.capacity.theory = theory_capacity(plan.specs[s], config.d_k);
-    result.stores.push_back(std::move(out));
-  }
-  for (size_t r = 0; r < config.rules.size(); ++r) {
-    RuleResult out;
-    out.rule = config.rules[r];
-    out.ref_len = config.ref_len;
-    for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
-      RulePoint p;
-      p.M = plan.rule_grid[g];
-      p.beta = plan.rule_beta[r][g];
-      p.isr = summarize(rule_pool[r][g]);
-      p.theory_rms = std::sqrt((static_cast<double>(p.M) - 1) *
-                               interference_per_memory(softmax_weight(p.beta), config.d_k));
-      out.curve.push_back(p);
-    }
-    result.rules.push_back(std::move(out));
-  }
+  for (size_t s = 0; s < plan.specs.size(); ++s)
+    result.stores.push_back(reduce_store(plan, s, config, store_isr[s]));
+  for (size_t r = 0; r < config.rules.size(); ++r)
+    result.rules.push_back(reduce_rule(plan, r, config, rule_pool[r]));
   synchronize(config.device);
   result.seconds = seconds_since(t0);
   return result;

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "recall/core/io.h"
 #include "recall/core/machine.h"
 #include "recall/core/plot.h"
+#include "recall/core/spawn.h"
 #include "recall/train/bench_train.h"
 #include "recall/train/train_config.h"
 
@@ -94,6 +96,75 @@ void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool n
   if (!no_rules)
     for (const auto& r : rules) c.rules.push_back(beta_rule_from_string(r));
   c.validate();
+}
+
+// The bench's JSON line: recall's probe beside the GEMM rate timed just before it.
+nlohmann::json bench_probe_json(const ProbeConfig& config, const ProbeResult& r, double gemm) {
+  return {{"bench", "probe"},
+          {"device", config.device.str()},
+          {"threads", torch::get_num_threads()},
+          {"seconds", r.seconds},
+          {"probe_gflops", r.flops / r.seconds / 1e9},
+          // the probe's products and the GEMM timed beside them are torch::mm
+          {"gemm", config.device.is_cpu() ? fmt::format("torch::mm (OpenBLAS {})", blas_core_name())
+                                          : "torch::mm (" + config.device.str() + ")"},
+          {"gemm_gflops", gemm},
+          {"peak_rss_mib", peak_rss_mib()},
+          // thread-seconds, summed over threads
+          {"profile_s",
+           {{"generate", r.profile.generate},
+            {"similarity", r.profile.similarity},
+            {"weights", r.profile.weights},
+            {"accumulate", r.profile.accumulate},
+            {"snapshots", r.profile.snapshots},
+            {"direct", r.profile.direct}}}};
+}
+
+// The PyTorch peer on the same plan: it reads recall's JSON for its plan, measures it again and
+// prints one JSON line, whose seconds join `j`.
+void add_peer(nlohmann::json& j, const std::string& peer_script, const ProbeResult& r) {
+  const auto plan = std::filesystem::temp_directory_path() /
+                    fmt::format("recall_bench_probe_{}.json", ::getpid());
+  std::ofstream(plan) << probe_json(r);
+  const char* env = std::getenv("RECALL_PYTHON");
+  const std::vector<std::string> argv = {
+      env ? env : "/usr/bin/python3",           peer_script, "--threads",
+      std::to_string(torch::get_num_threads()), "--plan",    plan.string()};
+  std::string out;
+  try {
+    if (run_capture(argv, out) != 0) out.clear();
+  } catch (const std::runtime_error&) {
+    out.clear();
+  }
+  std::filesystem::remove(plan);
+  const auto peer = nlohmann::json::parse(out, nullptr, false);
+  if (peer.is_discarded() || !peer.contains("seconds")) {
+    fmt::print(stderr, "note: the peer did not run ({})\n", fmt::join(argv, " "));
+  } else {
+    j["peer_seconds"] = peer["seconds"];
+    j["peer_torch"] = peer["torch"];
+  }
+}
+
+// The same probe beside `busy` spinning neighbours, and training (bench-gpt) idle and beside the
+// same, back to back; the slowdowns join `j`.
+void add_busy(nlohmann::json& j, const ProbeConfig& config, const ProbeResult& r, int busy,
+              int64_t busy_train_steps) {
+  const int64_t steps = busy_train_steps > 0 ? busy_train_steps + 2 : 0;
+  TrainConfig train = train_config_from_file("bench-gpt");
+  double idle_tps = 0;
+  if (steps > 0) idle_tps = bench_train(train, steps, config.device).tokens_per_s;
+  BusyNeighbours neighbours(busy);
+  const double busy_s = run_probe(config).seconds;
+  j["busy_neighbours"] = busy;
+  j["busy_seconds"] = busy_s;
+  j["busy_slowdown"] = busy_s / r.seconds;
+  if (steps > 0) {
+    const double busy_tps = bench_train(train, steps, config.device).tokens_per_s;
+    j["train_tokens_per_s"] = idle_tps;
+    j["busy_train_tokens_per_s"] = busy_tps;
+    j["busy_train_slowdown"] = idle_tps / busy_tps;
+  }
 }
 
 }  // namespace
@@ -174,67 +245,9 @@ void add_bench(CLI::App& root, Action& action) {
     action = [o] {
       const double gemm = measure_gemm_gflops(10, 3, o->config.device);
       const ProbeResult r = run_probe(o->config);
-      nlohmann::json j = {{"bench", "probe"},
-                          {"device", o->config.device.str()},
-                          {"threads", torch::get_num_threads()},
-                          {"seconds", r.seconds},
-                          {"probe_gflops", r.flops / r.seconds / 1e9},
-                          // the probe's products and the GEMM timed beside them are torch::mm
-                          {"gemm", o->config.device.is_cpu()
-                                       ? fmt::format("torch::mm (OpenBLAS {})", blas_core_name())
-                                       : "torch::mm (" + o->config.device.str() + ")"},
-                          {"gemm_gflops", gemm},
-                          {"peak_rss_mib", peak_rss_mib()},
-                          // thread-seconds, summed over threads
-                          {"profile_s",
-                           {{"generate", r.profile.generate},
-                            {"similarity", r.profile.similarity},
-                            {"weights", r.profile.weights},
-                            {"accumulate", r.profile.accumulate},
-                            {"snapshots", r.profile.snapshots},
-                            {"direct", r.profile.direct}}}};
-      if (!o->peer.empty()) {
-        // the peer reads recall's JSON for its plan, measures it again, prints one JSON line
-        const auto plan = std::filesystem::temp_directory_path() /
-                          fmt::format("recall_bench_probe_{}.json", ::getpid());
-        std::ofstream(plan) << probe_json(r);
-        const char* env = std::getenv("RECALL_PYTHON");
-        const std::string cmd =
-            fmt::format("'{}' '{}' --threads {} --plan '{}'", env ? env : "/usr/bin/python3",
-                        o->peer, torch::get_num_threads(), plan.string());
-        std::string out;
-        if (FILE* p = ::popen(cmd.c_str(), "r")) {
-          char buf[4096];
-          while (std::fgets(buf, sizeof buf, p)) out += buf;
-          if (::pclose(p) != 0) out.clear();
-        }
-        std::filesystem::remove(plan);
-        const auto peer = nlohmann::json::parse(out, nullptr, false);
-        if (peer.is_discarded() || !peer.contains("seconds")) {
-          std::fprintf(stderr, "note: the peer did not run (%s)\n", cmd.c_str());
-        } else {
-          j["peer_seconds"] = peer["seconds"];
-          j["peer_torch"] = peer["torch"];
-        }
-      }
-      if (o->busy > 0) {
-        // the same work beside busy neighbours, and training beside the same, back to back
-        const int64_t steps = o->busy_train_steps > 0 ? o->busy_train_steps + 2 : 0;
-        TrainConfig train = train_config_from_file("bench-gpt");
-        double idle_tps = 0;
-        if (steps > 0) idle_tps = bench_train(train, steps, o->config.device).tokens_per_s;
-        BusyNeighbours busy(o->busy);
-        const double busy_s = run_probe(o->config).seconds;
-        j["busy_neighbours"] = o->busy;
-        j["busy_seconds"] = busy_s;
-        j["busy_slowdown"] = busy_s / r.seconds;
-        if (steps > 0) {
-          const double busy_tps = bench_train(train, steps, o->config.device).tokens_per_s;
-          j["train_tokens_per_s"] = idle_tps;
-          j["busy_train_tokens_per_s"] = busy_tps;
-          j["busy_train_slowdown"] = idle_tps / busy_tps;
-        }
-      }
+      nlohmann::json j = bench_probe_json(o->config, r, gemm);
+      if (!o->peer.empty()) add_peer(j, o->peer, r);
+      if (o->busy > 0) add_busy(j, o->config, r, o->busy, o->busy_train_steps);
       std::printf("%s\n", j.dump().c_str());
       return 0;
     };

@@ -9,6 +9,9 @@
 
 namespace recall {
 
+// A fork, not spawn() (recall/core/spawn.h): the child runs no program, only a spin loop, and must
+// set PR_SET_PDEATHSIG itself; spawning /proc/self/exe instead would need a spin entry point in
+// every program that links core (the CLI and each test program).
 BusyNeighbours::BusyNeighbours(int n) {
   const pid_t parent = ::getpid();
   for (int i = 0; i < n; ++i) {

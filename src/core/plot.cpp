@@ -1,19 +1,14 @@
 #include "recall/core/plot.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
-#include "recall/core/signals.h"
+#include "recall/core/spawn.h"
 
 namespace recall {
 
@@ -35,30 +30,17 @@ struct TempDir {
   }
 };
 
-// gnuplot `script`, its stderr to `err`; its exit status (-1 when it could not start, with the
-// reason in `err`). Started with the signals a shell would give it: recall blocks SIGINT and
-// SIGTERM in every thread (recall/core/signals.h), and a child would inherit that.
+// gnuplot `script`, its stderr to `err`; its exit code (-1 when it could not start, with the
+// reason in `err`). A Ctrl-C ends it with recall.
 int run_gnuplot(const fs::path& script, const fs::path& err) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  reset_signals_on_spawn(attr, /*own_group=*/false);  // a Ctrl-C ends it with recall
-  std::string name = "gnuplot", arg = script.string();
-  char* argv[] = {name.data(), arg.data(), nullptr};
-  pid_t pid = 0;
-  const int failed = posix_spawnp(&pid, "gnuplot", &actions, &attr, argv, environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (failed) {
-    std::ofstream(err) << "cannot start gnuplot: " << std::strerror(failed) << "\n";
+  SpawnOptions options;
+  options.stderr_file = err.string();
+  try {
+    return wait_child(spawn({"gnuplot", script.string()}, options).pid);
+  } catch (const std::runtime_error& e) {
+    std::ofstream(err) << e.what() << "\n";
     return -1;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace

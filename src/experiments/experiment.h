@@ -3,12 +3,15 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "recall/core/io.h"
 #include "recall/experiments/experiments.h"
 #include "recall/experiments/report.h"
 #include "recall/train/trainer.h"
@@ -19,6 +22,21 @@ namespace fs = std::filesystem;
 
 inline double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// A table cell of one value per seed: "mean [min, max]" when there are several, else the value.
+inline std::string mean_range(const std::vector<double>& v, const char* mean_f = "{:.3f}",
+                              const char* range_f = "{:.3f}") {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  const std::string m = fmt::format(fmt::runtime(mean_f), mean(v));
+  if (v.size() < 2) return m;
+  return m + fmt::format(fmt::runtime(fmt::format(" [{0}, {0}]", range_f)), *lo, *hi);
+}
+
+// A value in JSON, null where it is missing.
+template <class T>
+nlohmann::json json_or_null(const std::optional<T>& x) {
+  return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
 }
 
 class Experiment {
@@ -38,6 +56,11 @@ class Experiment {
     return recall::train_run(train_config_from_file(preset, sets), run_dir(name), context());
   }
   RunContext context() const { return {c_.progress, c_.device, c_.stop}; }
+  const ExperimentConfig& config() const { return c_; }
+  // out_dir/name, written atomically, two-space indented.
+  void write_json(const std::string& name, const nlohmann::json& j) const {
+    write_file_atomic(path(name), j.dump(2) + "\n");
+  }
 
   ExperimentResult sharpness();
   ExperimentResult scaling();

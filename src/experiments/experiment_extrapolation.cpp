@@ -236,9 +236,7 @@ Reduced reduce(const std::vector<Curve>& curves, const ProbeReference& probe,
       }
       const auto& a = it->second;
       accuracy[std::to_string(m)] = a;
-      const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
-      acc_row.push_back(a.size() > 1 ? fmt::format("{:.3f} [{:.2f}, {:.2f}]", mean(a), *lo, *hi)
-                                     : fmt::format("{:.3f}", mean(a)));
+      acc_row.push_back(mean_range(a, "{:.3f}", "{:.2f}"));
     }
     acc_row.push_back(at16 ? fmt::format("{} of {}", *at16, c.runs) : "—");
     acc_row.push_back(at64 ? fmt::format("{} of {}", *at64, c.runs) : "—");
@@ -248,10 +246,10 @@ Reduced reduce(const std::vector<Curve>& curves, const ProbeReference& probe,
                         {"rule", to_string(c.rule)},
                         {"runs", c.runs},
                         {"accuracy_by_multiple", accuracy},
-                        {"runs_at_16x_ge_0.95", at16 ? json(*at16) : json(nullptr)},
-                        {"runs_at_64x_ge_0.9", at64 ? json(*at64) : json(nullptr)},
+                        {"runs_at_16x_ge_0.95", json_or_null(at16)},
+                        {"runs_at_64x_ge_0.9", json_or_null(at64)},
                         {"form", "ISR = c (M - 1)^b"},
-                        {"b", b ? json(*b) : json(nullptr)},
+                        {"b", json_or_null(b)},
                         {"c", lnc ? json(std::exp(*lnc)) : json(nullptr)},
                         {"probe_b", probe_b}});
     std::string isr_cells;
@@ -350,16 +348,14 @@ ExperimentResult Experiment::extrapolation() {
   const ProbeReference probe = probe_reference(lengths.back(), c_.quick);
   const ProbeConfig& pc = probe.config;
   const Reduced r = reduce(curves, probe, lengths);
-  write_file_atomic(
-      path("extrapolation.json"),
-      json{{"config", "mqar-extrapolate"},
-           {"steps", rc.mqar_steps},
-           {"points", out_points},
-           {"fits", r.fits},
-           {"probe",
-            {{"d_k", pc.d_k}, {"beta", pc.beta}, {"ref_len", pc.ref_len}, {"rules", probe.curves}}}}
-              .dump(2) +
-          "\n");
+  write_json(
+      "extrapolation.json",
+      {{"config", "mqar-extrapolate"},
+       {"steps", rc.mqar_steps},
+       {"points", out_points},
+       {"fits", r.fits},
+       {"probe",
+        {{"d_k", pc.d_k}, {"beta", pc.beta}, {"ref_len", pc.ref_len}, {"rules", probe.curves}}}});
   plot(path("extrapolation.png"), r, curves, probe);
   std::vector<std::string> acc_header{"pairs", "trained", "evaluated", "runs"};
   for (int64_t m : lengths) acc_header.push_back(fmt::format("{}x", m));

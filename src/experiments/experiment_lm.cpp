@@ -77,18 +77,13 @@ ExperimentResult Experiment::lm() {
       bpc.push_back(b);
       tps.push_back(t);
     }
-    rows.push_back({"`" + v.name + "`", std::to_string(params),
-                    seeds > 1 ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", mean(bpc),
-                                            *std::min_element(bpc.begin(), bpc.end()),
-                                            *std::max_element(bpc.begin(), bpc.end()))
-                              : fmt::format("{:.3f}", bpc[0]),
+    rows.push_back({"`" + v.name + "`", std::to_string(params), mean_range(bpc),
                     fmt::format("{:.0f}", mean(tps))});
     data << i << ' ' << mean(bpc) << ' ' << *std::min_element(bpc.begin(), bpc.end()) << ' '
          << *std::max_element(bpc.begin(), bpc.end()) << ' ' << mean(tps) << " \"" << v.name
          << "\"\n";
   }
-  write_file_atomic(path("lm.json"),
-                    json{{"config", "text-tiny"}, {"steps", steps}, {"runs", runs}}.dump(2) + "\n");
+  write_json("lm.json", {{"config", "text-tiny"}, {"steps", steps}, {"runs", runs}});
   render_plot(
       path("lm.png"), data.str(),
       [&](const std::string& f) {

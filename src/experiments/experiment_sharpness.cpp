@@ -27,6 +27,62 @@ namespace recall::experiment_detail {
 
 using nlohmann::json;
 
+namespace {
+
+// One mqar-tiny run at one attention scale and seed, measured before and after training.
+struct SharpnessRun {
+  double accuracy = 0;
+  std::optional<int64_t> steps_to_99;
+  AttentionStats init, trained;
+};
+
+SharpnessRun run_scale(const Experiment& x, double scale, int64_t seed, int64_t steps) {
+  const std::vector<std::string> sets = {fmt::format("steps={}", steps),
+                                         "eval_every=100",
+                                         "eval_batches=4",
+                                         fmt::format("checkpoint_every={}", steps),
+                                         fmt::format("attn_scale={}", scale),
+                                         fmt::format("seed={}", seed)};
+  const TrainConfig tc = train_config_from_file("mqar-tiny", sets);
+  // the model the run starts from (the trainer seeds torch with the run's seed, then builds)
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  Transformer init(tc.model);
+  auto task = make_task(tc);
+  Rng rng(0x5eed0000ULL + static_cast<uint64_t>(seed));
+  const Batch batch = task->sample(tc.trainer.batch_size, tc.model.seq_len, rng);
+  SharpnessRun r;
+  r.init = attention_stats(init, batch);
+  const std::string name = fmt::format("sharpness-{}/scale{}-seed{}", steps, scale, seed);
+  const TrainResult tr = x.train_run("mqar-tiny", sets, name);
+  Restored restored = restore(x.run_dir(name));
+  r.trained = attention_stats(restored.model, batch);
+  r.steps_to_99 = steps_to_accuracy(x.run_dir(name), 0.99);
+  r.accuracy = tr.eval.at("accuracy");
+  return r;
+}
+
+std::string sharpness_plot_script(const std::string& f) {
+  return fmt::format(
+      "set multiplot layout 1,3\nset logscale x 2\nset grid\nset xlabel 'attn scale'\n"
+      "set key bottom left\n"
+      "set title 'final accuracy (points: seeds)'\nset yrange [0:1.02]\n"
+      "plot '{0}' index 0 using 1:3 with points pt 7 lc {1} notitle, "
+      "'{0}' index 1 using 1:2 with lines lc {1} title 'mean'\n"
+      "set title 'steps to 99 % (missing: never)'\nset autoscale y\n"
+      "plot '{0}' index 0 using 1:4 with points pt 7 lc {2} notitle\n"
+      "set title 'attention logits: init and trained'\nset logscale y\nset ylabel 'gradient "
+      "norm'\n"
+      "set y2label 'entropy (nats)'\nset y2tics\nset key bottom left\n"
+      "plot '{0}' index 1 using 1:3 with linespoints pt 7 lc {3} title 'grad norm (init)', "
+      "'{0}' index 1 using 1:5 with linespoints pt 6 dt 2 lc {3} title 'grad norm "
+      "(trained)', '{0}' index 1 using 1:4 axes x1y2 with linespoints pt 7 lc {4} title "
+      "'entropy (init)', '{0}' index 1 using 1:7 axes x1y2 with lines dt 3 lc {4} title "
+      "'uniform'\nunset multiplot\n",
+      f, plot_colour(0), plot_colour(1), plot_colour(2), plot_colour(3));
+}
+
+}  // namespace
+
 ExperimentResult Experiment::sharpness() {
   // the default also goes past 8, where the logits of a trained head saturate
   std::vector<double> scales = {0.25, 0.5, 1, 2, 4, 8};
@@ -43,91 +99,41 @@ ExperimentResult Experiment::sharpness() {
     std::vector<std::string> s99;
     double uniform = 0;
     for (int64_t seed = 0; seed < seeds; ++seed) {
-      const std::vector<std::string> sets = {fmt::format("steps={}", steps),
-                                             "eval_every=100",
-                                             "eval_batches=4",
-                                             fmt::format("checkpoint_every={}", steps),
-                                             fmt::format("attn_scale={}", scale),
-                                             fmt::format("seed={}", seed)};
-      const TrainConfig tc = train_config_from_file("mqar-tiny", sets);
-      // the model the run starts from (the trainer seeds torch with the run's seed, then builds)
-      torch::manual_seed(static_cast<uint64_t>(seed));
-      Transformer init(tc.model);
-      auto task = make_task(tc);
-      Rng rng(0x5eed0000ULL + static_cast<uint64_t>(seed));
-      const Batch batch = task->sample(tc.trainer.batch_size, tc.model.seq_len, rng);
-      const AttentionStats at_init = attention_stats(init, batch);
-      const std::string name = fmt::format("sharpness-{}/scale{}-seed{}", steps, scale, seed);
-      const TrainResult tr = train_run("mqar-tiny", sets, name);
-      Restored r = restore(run_dir(name));
-      const AttentionStats trained = attention_stats(r.model, batch);
-      const auto to99 = steps_to_accuracy(run_dir(name), 0.99);
-      const double a = tr.eval.at("accuracy");
+      const SharpnessRun r = run_scale(*this, scale, seed, steps);
+      const auto& to99 = r.steps_to_99;
       points.push_back({{"attn_scale", scale},
                         {"seed", seed},
-                        {"accuracy", a},
-                        {"steps_to_99", to99 ? json(*to99) : json(nullptr)},
-                        {"grad_norm_init", at_init.grad_norm},
-                        {"entropy_init", at_init.entropy},
-                        {"grad_norm_final", trained.grad_norm},
-                        {"entropy_final", trained.entropy},
-                        {"entropy_uniform", at_init.uniform_entropy},
+                        {"accuracy", r.accuracy},
+                        {"steps_to_99", json_or_null(to99)},
+                        {"grad_norm_init", r.init.grad_norm},
+                        {"entropy_init", r.init.entropy},
+                        {"grad_norm_final", r.trained.grad_norm},
+                        {"entropy_final", r.trained.entropy},
+                        {"entropy_uniform", r.init.uniform_entropy},
                         {"steps", steps}});
-      data << scale << ' ' << seed << ' ' << a << ' '
-           << (to99 ? std::to_string(*to99) : std::string("NaN")) << ' ' << at_init.grad_norm << ' '
-           << at_init.entropy << ' ' << trained.grad_norm << ' ' << trained.entropy << '\n';
-      acc.push_back(a);
-      gi.push_back(at_init.grad_norm);
-      ei.push_back(at_init.entropy);
-      gf.push_back(trained.grad_norm);
-      ef.push_back(trained.entropy);
+      data << scale << ' ' << seed << ' ' << r.accuracy << ' '
+           << (to99 ? std::to_string(*to99) : std::string("NaN")) << ' ' << r.init.grad_norm << ' '
+           << r.init.entropy << ' ' << r.trained.grad_norm << ' ' << r.trained.entropy << '\n';
+      acc.push_back(r.accuracy);
+      gi.push_back(r.init.grad_norm);
+      ei.push_back(r.init.entropy);
+      gf.push_back(r.trained.grad_norm);
+      ef.push_back(r.trained.entropy);
       s99.push_back(to99 ? std::to_string(*to99) : "never");
-      uniform = at_init.uniform_entropy;
+      uniform = r.init.uniform_entropy;
     }
     means << scale << ' ' << mean(acc) << ' ' << mean(gi) << ' ' << mean(ei) << ' ' << mean(gf)
           << ' ' << mean(ef) << ' ' << uniform << '\n';
-    rows.push_back({fmt::format("{}", scale),
-                    seeds > 1 ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", mean(acc),
-                                            *std::min_element(acc.begin(), acc.end()),
-                                            *std::max_element(acc.begin(), acc.end()))
-                              : fmt::format("{:.3f}", acc[0]),
+    rows.push_back({fmt::format("{}", scale), mean_range(acc, "{:.3f}"),
                     fmt::format("{}", fmt::join(s99, ", ")), fmt::format("{:.3g}", mean(gi)),
                     fmt::format("{:.3f} ({:.3f})", mean(ei), uniform),
                     fmt::format("{:.3g}", mean(gf)), fmt::format("{:.3f}", mean(ef))});
   }
-  write_file_atomic(
-      path("beta_sweep.json"),
-      json{{"config", "mqar-tiny"}, {"steps", steps}, {"seeds", seeds}, {"points", points}}.dump(
-          2) +
-          "\n");
+  write_json("beta_sweep.json",
+             {{"config", "mqar-tiny"}, {"steps", steps}, {"seeds", seeds}, {"points", points}});
   data << "\n\n" << means.str();
-  render_plot(
-      path("beta_sweep.png"), data.str(),
-      [&](const std::string& f) {
-        return fmt::format(
-            "set multiplot layout 1,3\nset logscale x 2\nset grid\nset xlabel 'attn scale'\n"
-            "set key bottom left\n"
-            "set title 'final accuracy (points: seeds)'\nset yrange [0:1.02]\n"
-            "plot '{0}' index 0 using 1:3 with points pt 7 lc {1} notitle, "
-            "'{0}' index 1 using 1:2 with lines lc {1} title 'mean'\n"
-            "set title 'steps to 99 % (missing: never)'\nset autoscale y\n"
-            "plot '{0}' index 0 using 1:4 with points pt 7 lc {2} notitle\n"
-            "set title 'attention logits: init and trained'\nset logscale y\nset ylabel 'gradient "
-            "norm'\n"
-            "set y2label 'entropy (nats)'\nset y2tics\nset key bottom left\n"
-            "plot '{0}' index 1 using 1:3 with linespoints pt 7 lc {3} title 'grad norm (init)', "
-            "'{0}' index 1 using 1:5 with linespoints pt 6 dt 2 lc {3} title 'grad norm "
-            "(trained)', '{0}' index 1 using 1:4 axes x1y2 with linespoints pt 7 lc {4} title "
-            "'entropy (init)', '{0}' index 1 using 1:7 axes x1y2 with lines dt 3 lc {4} title "
-            "'uniform'\nunset multiplot\n",
-            f, plot_colour(0), plot_colour(1), plot_colour(2), plot_colour(3));
-      },
-      1600, 520);
-  ExperimentResult out;
-  out.title = "Sharpness in trained attention";
-  out.json = "beta_sweep.json";
-  out.plot = "beta_sweep.png";
-  out.markdown = fmt::format(
+  render_plot(path("beta_sweep.png"), data.str(), sharpness_plot_script, 1600, 520);
+  const std::string markdown = fmt::format(
       "`recall experiment sharpness{}`: mqar-tiny ({} steps, {} seed(s) per point) with its "
       "attention logits multiplied by `attn_scale` (1 = the standard 1 / sqrt(d_head)). The "
       "gradient norm is || dL/dz || over every attention logit z of a training batch, the "
@@ -137,7 +143,7 @@ ExperimentResult Experiment::sharpness() {
       markdown_table({"attn_scale", "accuracy", "steps to 99 %", "grad norm init", "entropy init",
                       "grad norm trained", "entropy trained"},
                      rows));
-  return out;
+  return {"Sharpness in trained attention", "beta_sweep.json", "beta_sweep.png", markdown};
 }
 
 }  // namespace recall::experiment_detail
