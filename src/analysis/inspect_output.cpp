@@ -159,8 +159,8 @@ void write_inspect_plot(const InspectResult& r, const std::string& path) {
 std::string inspect_json(const InspectResult& r) {
   using nlohmann::json;
   auto summary = [](const IsrSummary& s) {
-    return json{{"median", s.median}, {"mean", s.mean}, {"rms", s.rms},
-                {"p10", s.p10},       {"p90", s.p90},   {"count", s.count}};
+    return json{{"median", s.median}, {"mean", s.mean},   {"rms", s.rms},      {"p10", s.p10},
+                {"p90", s.p90},       {"count", s.count}, {"unread", s.unread}};
   };
   json ffn = json::array();
   for (const auto& f : r.ffn)

@@ -11,7 +11,11 @@ double percentile(const std::vector<double>& x, double p) {
   const double pos = p * static_cast<double>(x.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(pos));
   const size_t hi = std::min(lo + 1, x.size() - 1);
-  return x[lo] + (pos - static_cast<double>(lo)) * (x[hi] - x[lo]);
+  const double frac = pos - static_cast<double>(lo);
+  // an infinite ISR (a key whose signal weight is 0) would make inf - inf = NaN here
+  if (frac == 0 || x[hi] == x[lo]) return x[lo];
+  if (std::isinf(x[hi])) return x[hi];
+  return x[lo] + frac * (x[hi] - x[lo]);
 }
 }  // namespace
 
@@ -22,6 +26,7 @@ IsrSummary summarize(std::vector<double> isr) {
   std::sort(isr.begin(), isr.end());
   double sum = 0, sum2 = 0;
   for (double x : isr) sum += x, sum2 += x * x;
+  s.unread = std::count_if(isr.begin(), isr.end(), [](double x) { return std::isinf(x); });
   s.mean = sum / static_cast<double>(isr.size());
   s.rms = std::sqrt(sum2 / static_cast<double>(isr.size()));
   s.median = percentile(isr, 0.5);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
@@ -162,6 +163,21 @@ TEST(Probe, CrossingInterpolatesInLogLog) {
   EXPECT_DOUBLE_EQ(s.p10, 1.4);
   EXPECT_DOUBLE_EQ(s.p90, 4.6);
   EXPECT_DOUBLE_EQ(s.rms, std::sqrt(11.0));
+  EXPECT_EQ(s.unread, 0);
+}
+
+// A saturated head gives some keys a signal weight of 0: their ISR is infinite, and the summary
+// says so (the percentiles between two of them are infinite, not inf - inf = NaN).
+TEST(Probe, InfiniteIsrsAreCountedNeverNaN) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto s = summarize({inf, 1, inf, 2, inf});
+  EXPECT_EQ(s.unread, 3);
+  EXPECT_EQ(s.count, 5);
+  EXPECT_DOUBLE_EQ(s.p10, 1.4);
+  EXPECT_EQ(s.median, inf);
+  EXPECT_EQ(s.p90, inf);
+  EXPECT_EQ(s.mean, inf);
+  EXPECT_EQ(s.rms, inf);
 }
 
 TEST(Probe, BadConfigNamesTheFlag) {

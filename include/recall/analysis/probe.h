@@ -44,8 +44,12 @@ struct ProbeConfig {
 struct IsrSummary {
   double median = 0, mean = 0, rms = 0, p10 = 0, p90 = 0;
   int64_t count = 0;
+  // ISRs that are infinite: keys whose signal weight is exactly 0 (a saturated head reading
+  // elsewhere), never recalled; the mean and RMS are then infinite too (null in JSON).
+  int64_t unread = 0;
 };
-// Summary of a sample of ISRs (linear-interpolated percentiles, as numpy's default).
+// Summary of a sample of ISRs (linear-interpolated percentiles, as numpy's default; between an
+// infinite ISR and another, the percentile is infinite, never NaN).
 IsrSummary summarize(std::vector<double> isr);
 
 struct CurvePoint {
