@@ -132,8 +132,9 @@ TEST(ModelFeedForward, AStoreNamesItsKind) {
     const auto named = f->feed_forward_options();
     ASSERT_TRUE(named.has_value());
     EXPECT_EQ(named->kind(), o.kind());
-    if (o.kind() == FfnKind::kMlp || o.kind() == FfnKind::kGlu)
+    if (o.kind() == FfnKind::kMlp || o.kind() == FfnKind::kGlu) {
       EXPECT_EQ(named->activation(), o.activation());
+    }
     EXPECT_EQ(named->bias(), o.bias());
     auto again = make_feed_forward(*named);
     std::vector<std::vector<int64_t>> a, b;
