@@ -9,10 +9,6 @@
 
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
-#include "recall/stores/glu.h"
-#include "recall/stores/learned_kv.h"
-#include "recall/stores/linear.h"
-#include "recall/stores/mlp.h"
 #include "recall/stores/theory.h"
 
 namespace recall {
@@ -45,21 +41,19 @@ void FitConfig::validate() const {
                         width, d_k, max_memories()));
 }
 
+FeedForwardOptions FitConfig::store_options() const {
+  // the module a block builds for this kind, at width N instead of mult d (learned_kv: N slots,
+  // one head)
+  return FeedForwardOptions(d_k)
+      .kind(kind.ffn)
+      .activation(kind.activation)
+      .hidden(width)
+      .slots(width);
+}
+
 std::shared_ptr<Store> FitConfig::make_store(at::Generator& gen) const {
   const int64_t N = width, d = d_k;
-  // the module a block builds for this kind (feed_forward.cpp), at width N instead of mult d
-  std::shared_ptr<Store> store;
-  if (kind.ffn == FfnKind::kLearnedKv) {
-    store = std::make_shared<LearnedKvStoreImpl>(LearnedKvStoreOptions(d, N));
-  } else if (kind.ffn == FfnKind::kLinear) {
-    store = std::make_shared<LinearStoreImpl>(LinearStoreOptions(d, N));
-  } else if (kind.ffn == FfnKind::kMlp) {
-    store = std::make_shared<MlpStoreImpl>(MlpStoreOptions(d, N).activation(kind.activation));
-  } else if (kind.ffn == FfnKind::kGlu) {
-    store = std::make_shared<GluStoreImpl>(GluStoreOptions(d, N).gate(kind.activation));
-  } else {
-    throw std::invalid_argument("--kind none: fit needs a store");
-  }
+  auto store = make_feed_forward(store_options());
   // the scale of a written store: keys ~ N(0, 1) entries (k . x ~ N(0, 1) for unit x), values
   // ~ N(0, 1 / (N d)) entries
   torch::NoGradGuard no_grad;
@@ -81,10 +75,7 @@ std::shared_ptr<Store> FitConfig::make_store(at::Generator& gen) const {
 }
 
 int64_t FitConfig::parameters() const {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  int64_t n = 0;
-  for (const auto& p : as_module(make_store(gen))->parameters()) n += p.numel();
-  return n;
+  return feed_forward_num_parameters(store_options());
 }
 
 double FitConfig::estimate_memory(std::string* breakdown) const {

@@ -62,6 +62,7 @@ void add_heads(const torch::Tensor& a_seq, int64_t N, const Queries& queries,
     auto a_read = a.gather(2, col).squeeze(2);  // (H, P)
     // the rest's norm from the other weights themselves: no cancellation when a_read ~ 1
     auto a_rest = a.scatter(2, col, 0.0).square().sum(-1).sqrt();  // (H, P)
+    // the ISR of self_recall_isr (isr.h) with orthonormal values, from the weights alone
     auto isr = (a_rest / a_read).contiguous();
     auto weight = a_read.sum(1);          // (H,)
     auto hits = top.eq(pair + o).sum(1);  // (H,)

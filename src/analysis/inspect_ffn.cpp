@@ -4,26 +4,17 @@
 #include <cmath>
 
 #include "recall/analysis/inspect.h"
+#include "recall/core/error.h"
 #include "recall/stores/feed_forward.h"
-#include "recall/stores/glu.h"
-#include "recall/stores/learned_kv.h"
-#include "recall/stores/mlp.h"
+#include "recall/stores/isr.h"
 #include "recall/stores/theory.h"
 
 namespace recall {
 
-torch::Tensor self_recall_isr(const torch::Tensor& weights, const torch::Tensor& values) {
-  const int64_t Q = weights.size(0);
-  auto w_jj = weights.narrow(1, 0, Q).diagonal();            // (Q,) the signal's weight
-  auto signal = w_jj.unsqueeze(1) * values.narrow(0, 0, Q);  // (Q, d_v) w_jj v_j
-  auto interference = weights.mm(values) - signal;           // (Q, d_v) sum_{i != j} w_i v_i
-  return interference.norm(2, 1) / signal.norm(2, 1);
-}
-
 namespace {
 
-torch::Tensor unit_rows(const torch::Tensor& k) {
-  return k / k.norm(2, 1, true).clamp_min(1e-300);
+torch::Tensor unit_rows(const torch::Tensor& k) {  // along the last dimension
+  return k / k.norm(2, -1, true).clamp_min(1e-300);
 }
 
 // Accumulates the ISRs and key coherences of one or more stores (learned_kv: one per head).
@@ -57,51 +48,38 @@ double gelu_capacity(int64_t d) {
 
 FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn_store, int64_t layer) {
   torch::NoGradGuard no_grad;
+  const auto o = ffn_store->feed_forward_options();
+  check_arg(o.has_value(), "inspect: the store is not a feed-forward layer");
   auto copy = clone_store(ffn_store);
   as_module(copy)->to(torch::kCPU, torch::kFloat64);  // a one-off in float64: on the CPU
   Store& ffn = *copy;
   FfnStoreReport r;
   r.layer = layer;
+  r.kind = feed_forward_name(o->kind(), o->activation());
+  // One store, or one per head (learned_kv): keys (H, N, d), values (H, N, d_v).
+  const bool per_head = ffn.keys().dim() == 3;
+  auto keys = per_head ? ffn.keys() : ffn.keys().unsqueeze(0);
+  auto values = per_head ? ffn.values() : ffn.values().unsqueeze(0);
+  const int64_t H = keys.size(0), d = keys.size(2);
+  // q_j = sqrt(d) k_j / ||k_j||, the norm of an RMS-normalised input (learned_kv: logits
+  // q_j . k_i / sqrt(d) = k_hat_j . k_i)
+  auto q = unit_rows(keys) * std::sqrt(static_cast<double>(d));                 // (H, N, d)
+  auto w = per_head ? ffn.key_weights(q) : ffn.key_weights(q[0]).unsqueeze(0);  // (H, N, N)
   Accumulator acc;
-  if (auto* kv = dynamic_cast<LearnedKvStoreImpl*>(&ffn)) {
-    const int64_t H = kv->options.n_heads(), dh = kv->d_head();
-    auto keys = ffn.keys(), values = ffn.values();  // (H, S, dh)
-    for (int64_t h = 0; h < H; ++h) {
-      // q = sqrt(dh) k_j / ||k_j||: logits q . k_i / sqrt(dh) = k_hat_j . k_i
-      auto w = torch::softmax(unit_rows(keys[h]).mm(keys[h].t()), 1);  // (S, S)
-      acc.add(keys[h], w, values[h]);
-    }
-    r.kind = "learned_kv";
-    r.keys = H * keys.size(1);
-    r.dim = dh;
+  for (int64_t h = 0; h < H; ++h) acc.add(keys[h], w[h], values[h]);
+  r.keys = H * keys.size(1);
+  r.dim = d;
+  if (o->kind() == FfnKind::kLearnedKv) {
     // unit queries see sharpness ||k_i||: the softmax store at beta = mean key norm
     const double beta = keys.norm(2, 2).mean().item<double>();
     r.theory_store = fmt::format("softmax(beta={:.3g})", beta);
-    r.theory = theory_capacity(*written_store_spec(FfnKind::kLearnedKv, {}, beta), dh);
+    r.theory = theory_capacity(*written_store_spec(FfnKind::kLearnedKv, {}, beta), d);
   } else {
-    auto keys = ffn.keys();      // (N, D) first-layer rows (glu: the gate rows)
-    auto values = ffn.values();  // (N, D) second-layer columns
-    const int64_t D = keys.size(1);
-    auto x = unit_rows(keys) * std::sqrt(static_cast<double>(D));  // (N, D) queries
-    auto w = ffn.recall_weights(x);                                // (N, N) hidden activations
-    FfnKind kind = FfnKind::kLinear;
-    Activation activation = Activation::kRelu;
-    if (auto* mlp = dynamic_cast<MlpStoreImpl*>(&ffn)) {
-      kind = FfnKind::kMlp;
-      activation = mlp->options.activation();
-    } else if (auto* glu = dynamic_cast<GluStoreImpl*>(&ffn)) {
-      kind = FfnKind::kGlu;
-      activation = glu->options.gate();
-    }
-    r.kind = feed_forward_name(kind, activation);
-    const auto spec = written_store_spec(kind, activation, 0.0);
-    const bool gelu = kind == FfnKind::kMlp && activation == Activation::kGelu;
+    const auto spec = written_store_spec(o->kind(), o->activation(), 0.0);
+    const bool gelu = o->kind() == FfnKind::kMlp && o->activation() == Activation::kGelu;
     r.theory_store = spec ? spec->name() : gelu ? "gelu" : "n/a";
-    if (spec) r.theory = theory_capacity(*spec, D);
-    if (gelu) r.theory = gelu_capacity(D);  // no written gelu store: the theory by quadrature
-    acc.add(keys, w, values);
-    r.keys = keys.size(0);
-    r.dim = D;
+    if (spec) r.theory = theory_capacity(*spec, d);
+    if (gelu) r.theory = gelu_capacity(d);  // no written gelu store: the theory by quadrature
   }
   r.isr = summarize(acc.isr);
   int64_t below = 0;

@@ -17,6 +17,7 @@
 #include "recall/core/kernels.h"
 #include "recall/core/machine.h"
 #include "recall/core/threads.h"
+#include "recall/stores/isr.h"
 #include "recall/stores/store.h"
 #include "recall/stores/theory.h"
 
@@ -315,11 +316,8 @@ std::vector<double> direct_isr(const StoreSpec& spec, const torch::Tensor& keys,
   store->write(k64, v64);
   const int64_t n = std::min(q, keys.size(0));
   auto W = store->recall_weights(k64.slice(0, 0, n));  // (n, M)
-  auto idx = torch::arange(n, torch::kLong);
-  auto signal = W.index({idx, idx}).abs();
-  W.index_put_({idx, idx}, 0.0);
-  auto interference = W.mm(v64).norm(2, 1);  // (n,)
-  return to_vector(interference / signal);
+  // |v_j| = 1: the values are unit (in float32), as the streamed sums take them
+  return to_vector(self_recall_isr(W, v64, torch::ones({n}, v64.options())));
 }
 
 }  // namespace

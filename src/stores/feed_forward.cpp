@@ -15,6 +15,15 @@ namespace recall {
 
 namespace {
 constexpr std::array<const char*, 5> kFfnNames = {"linear", "mlp", "glu", "learned_kv", "none"};
+
+// N of linear, mlp and glu
+int64_t hidden_units(const FeedForwardOptions& o) {
+  check_arg(o.hidden() >= 0,
+            fmt::format("hidden = {}: must be >= 1 (0: mult x d_model)", o.hidden()));
+  if (o.hidden() > 0) return o.hidden();
+  check_arg(o.mult() >= 1, fmt::format("ffn_mult = {}: must be >= 1", o.mult()));
+  return o.mult() * o.d_model();
+}
 }  // namespace
 
 std::string to_string(FfnKind v) {
@@ -30,8 +39,7 @@ std::shared_ptr<Store> make_feed_forward(const FeedForwardOptions& o) {
   if (o.kind() == FfnKind::kLearnedKv)
     return std::make_shared<LearnedKvStoreImpl>(
         LearnedKvStoreOptions(D, o.slots()).n_heads(o.n_heads()).bias(o.bias()));
-  check_arg(o.mult() >= 1, fmt::format("ffn_mult = {}: must be >= 1", o.mult()));
-  const int64_t hidden = o.mult() * D;
+  const int64_t hidden = hidden_units(o);
   switch (o.kind()) {
     case FfnKind::kLinear:
       return std::make_shared<LinearStoreImpl>(LinearStoreOptions(D, hidden).bias(o.bias()));
@@ -46,6 +54,26 @@ std::shared_ptr<Store> make_feed_forward(const FeedForwardOptions& o) {
       break;
   }
   throw std::invalid_argument("ffn: unknown kind");
+}
+
+int64_t feed_forward_num_parameters(const FeedForwardOptions& o) {
+  const int64_t D = o.d_model(), b = o.bias() ? 1 : 0;
+  switch (o.kind()) {
+    case FfnKind::kLinear:
+    case FfnKind::kMlp: {
+      const int64_t N = hidden_units(o);
+      return 2 * N * D + b * (N + D);
+    }
+    case FfnKind::kGlu: {
+      const int64_t N = hidden_units(o);
+      return 3 * N * D + b * (2 * N + D);
+    }
+    case FfnKind::kLearnedKv:  // keys and values (H, S, D / H) each, Wq and Wo (D, D)
+      return 2 * o.slots() * D + 2 * D * D + b * 2 * D;
+    case FfnKind::kNone:
+      break;
+  }
+  return 0;
 }
 
 std::string feed_forward_name(FfnKind kind, Activation activation) {

@@ -4,6 +4,7 @@
 
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
+#include "recall/stores/feed_forward.h"
 #include "recall/stores/init.h"
 
 namespace recall {
@@ -30,6 +31,14 @@ torch::Tensor GluStoreImpl::recall_weights(const torch::Tensor& x) {
 
 torch::Tensor GluStoreImpl::forward(const torch::Tensor& x) {
   return fast_linear(recall_weights(x), w2->weight, w2->bias);
+}
+
+std::optional<FeedForwardOptions> GluStoreImpl::feed_forward_options() const {
+  return FeedForwardOptions(options.d_model())
+      .kind(FfnKind::kGlu)
+      .activation(options.gate())
+      .hidden(size())
+      .bias(options.bias());
 }
 
 }  // namespace recall

@@ -6,6 +6,7 @@
 
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
+#include "recall/stores/feed_forward.h"
 #include "recall/stores/init.h"
 
 namespace recall {
@@ -41,6 +42,22 @@ torch::Tensor LearnedKvStoreImpl::recall_weights(const torch::Tensor& x) {
   shape.push_back(-1);
   auto q = fast_linear(x, w1->weight, w1->bias).reshape({-1, H, dh}).transpose(0, 1);  // (H, n, dh)
   return slot_weights(q, slot_keys, dh).transpose(0, 1).reshape(shape);  // (..., H, S)
+}
+
+torch::Tensor LearnedKvStoreImpl::key_weights(const torch::Tensor& q) {
+  const int64_t H = options.n_heads(), dh = d_head();
+  check_arg(q.dim() == 3 && q.size(0) == H && q.size(2) == dh,
+            fmt::format("queries: shape {} must be (H = {}, n, d_head = {})", c10::str(q.sizes()),
+                        H, dh));
+  return slot_weights(q, slot_keys, dh);
+}
+
+std::optional<FeedForwardOptions> LearnedKvStoreImpl::feed_forward_options() const {
+  return FeedForwardOptions(options.d_model())
+      .kind(FfnKind::kLearnedKv)
+      .slots(options.slots())
+      .n_heads(options.n_heads())
+      .bias(options.bias());
 }
 
 torch::Tensor LearnedKvStoreImpl::forward(const torch::Tensor& x) {

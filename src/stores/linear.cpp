@@ -1,6 +1,7 @@
 #include "recall/stores/linear.h"
 
 #include "recall/core/gemm.h"
+#include "recall/stores/feed_forward.h"
 
 namespace recall {
 
@@ -24,6 +25,13 @@ torch::Tensor LinearStoreImpl::recall_weights(const torch::Tensor& x) {
 
 torch::Tensor LinearStoreImpl::forward(const torch::Tensor& x) {
   return fast_linear(recall_weights(x), w2->weight, w2->bias);
+}
+
+std::optional<FeedForwardOptions> LinearStoreImpl::feed_forward_options() const {
+  return FeedForwardOptions(options.d_model())
+      .kind(FfnKind::kLinear)
+      .hidden(size())
+      .bias(options.bias());
 }
 
 }  // namespace recall

@@ -1,6 +1,7 @@
 #include "recall/stores/mlp.h"
 
 #include "recall/core/gemm.h"
+#include "recall/stores/feed_forward.h"
 
 namespace recall {
 
@@ -26,6 +27,14 @@ torch::Tensor MlpStoreImpl::recall_weights(const torch::Tensor& x) {
 
 torch::Tensor MlpStoreImpl::forward(const torch::Tensor& x) {
   return fast_linear(recall_weights(x), w2->weight, w2->bias);
+}
+
+std::optional<FeedForwardOptions> MlpStoreImpl::feed_forward_options() const {
+  return FeedForwardOptions(options.d_model())
+      .kind(FfnKind::kMlp)
+      .activation(options.activation())
+      .hidden(size())
+      .bias(options.bias());
 }
 
 }  // namespace recall

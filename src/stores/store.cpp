@@ -6,6 +6,7 @@
 
 #include "recall/core/error.h"
 #include "recall/stores/delta.h"
+#include "recall/stores/feed_forward.h"
 #include "recall/stores/glu.h"
 #include "recall/stores/init.h"
 #include "recall/stores/least_squares.h"
@@ -190,20 +191,22 @@ void write_two_layer(torch::nn::Linear& w1, torch::nn::Linear& w2, bool bias,
 
 }  // namespace detail
 
+std::optional<FeedForwardOptions> Store::feed_forward_options() const {
+  return std::nullopt;
+}
+
 std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Store>& store) {
-  auto module = std::dynamic_pointer_cast<torch::nn::Module>(store);
-  check_arg(module != nullptr, "store: not a torch module");
-  return module;
+  check_arg(store != nullptr, "store: none");
+  return {store, &store->module()};  // aliasing: owned with the store
 }
 
 torch::nn::Module& as_module(Store& store) {
-  auto* module = dynamic_cast<torch::nn::Module*>(&store);
-  check_arg(module != nullptr, "store: not a torch module");
-  return *module;
+  return store.module();
 }
 
 std::shared_ptr<Store> clone_store(const std::shared_ptr<Store>& store) {
-  return std::dynamic_pointer_cast<Store>(as_module(store)->clone());
+  check_arg(store != nullptr, "store: none");
+  return store->clone_store();
 }
 
 }  // namespace recall

@@ -24,6 +24,7 @@
 #include "recall/core/machine.h"
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
+#include "recall/models/block.h"
 #include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
@@ -159,20 +160,20 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
                L = static_cast<double>(m.n_layers), H = static_cast<double>(m.n_heads);
   const double B = static_cast<double>(config.trainer.batch_size);
   const double T = static_cast<double>(config.task.kind == TaskKind::kFacts ? 2 : m.seq_len);
-  double hidden = 0, ffn_params = 0;  // per block
+  // per block: the feed-forward's parameters (from its factory) and its hidden activations
+  const double ffn_params =
+      static_cast<double>(feed_forward_num_parameters(feed_forward_options(m)));
+  double hidden = 0;
   switch (m.ffn) {
     case FfnKind::kLinear:
     case FfnKind::kMlp:
       hidden = static_cast<double>(m.ffn_mult) * d;
-      ffn_params = 2 * d * hidden;
       break;
     case FfnKind::kGlu:
       hidden = 2 * static_cast<double>(m.ffn_mult) * d;  // gate and value
-      ffn_params = 3 * d * static_cast<double>(m.ffn_mult) * d;
       break;
     case FfnKind::kLearnedKv:
-      hidden = H * static_cast<double>(m.ffn_slots);
-      ffn_params = 2 * hidden * d + 2 * d * d;
+      hidden = H * static_cast<double>(m.ffn_slots);  // the weights (H, S) per token
       break;
     case FfnKind::kNone:
       break;

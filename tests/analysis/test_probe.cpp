@@ -19,8 +19,9 @@ const CurvePoint& point_at(const StoreResult& s, int64_t M) {
 }  // namespace
 
 TEST(Probe, StreamingFastPathMatchesStoreModules) {
-  // The fast path (float32, nested sets in one stream) against every store module written and
-  // queried one M at a time (float64): summaries agree to 1e-4 relative.
+  // The fast path (float32, nested sets in one stream, its own running sums) against every store
+  // module written and queried one M at a time (float64), its ISR from the one ISR function
+  // (self_recall_isr, isr.h): summaries agree to 1e-4 relative.
   ProbeConfig c;
   c.stores = {"outer_product", "relu", "relu3", "swiglu", "exp3", "softmax"};
   c.d_k = c.d_v = 16;

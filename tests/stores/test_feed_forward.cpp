@@ -100,6 +100,80 @@ TEST(ModelFeedForward, ParameterShapesKeysAndValues) {
   EXPECT_THROW(make_feed_forward(FeedForwardOptions(8).mult(0)), std::invalid_argument);
 }
 
+TEST(ModelFeedForward, ParameterCountIsTheBuiltModules) {
+  auto count = [](const FeedForwardOptions& o) {
+    int64_t n = 0;
+    for (const auto& p : as_module(make_feed_forward(o))->parameters()) n += p.numel();
+    return n;
+  };
+  for (bool bias : {false, true}) {
+    for (FfnKind kind : {FfnKind::kLinear, FfnKind::kMlp, FfnKind::kGlu}) {
+      const auto o = FeedForwardOptions(6).kind(kind).mult(3).bias(bias);
+      EXPECT_EQ(feed_forward_num_parameters(o), count(o)) << to_string(kind) << " bias " << bias;
+      const auto wide = FeedForwardOptions(6).kind(kind).hidden(7).bias(bias);  // N = 7, not 4 D
+      EXPECT_EQ(feed_forward_num_parameters(wide), count(wide)) << to_string(kind);
+      EXPECT_EQ(make_feed_forward(wide)->size(), 7);
+    }
+    const auto kv = FeedForwardOptions(8).kind(FfnKind::kLearnedKv).slots(5).n_heads(4).bias(bias);
+    EXPECT_EQ(feed_forward_num_parameters(kv), count(kv)) << "learned_kv bias " << bias;
+  }
+  EXPECT_EQ(feed_forward_num_parameters(FeedForwardOptions(8).kind(FfnKind::kNone)), 0);
+  EXPECT_THROW(feed_forward_num_parameters(FeedForwardOptions(8).hidden(-1)),
+               std::invalid_argument);
+}
+
+TEST(ModelFeedForward, AStoreNamesItsKind) {
+  // the options a store reports build a store of the same kind and shapes
+  for (const auto& o : {FeedForwardOptions(8).kind(FfnKind::kLinear).mult(2),
+                        FeedForwardOptions(8).activation(Activation::kRelu3).bias(true),
+                        FeedForwardOptions(8).kind(FfnKind::kGlu).activation(Activation::kGelu),
+                        FeedForwardOptions(8).kind(FfnKind::kLearnedKv).slots(5).n_heads(2)}) {
+    auto f = make_feed_forward(o);
+    const auto named = f->feed_forward_options();
+    ASSERT_TRUE(named.has_value());
+    EXPECT_EQ(named->kind(), o.kind());
+    if (o.kind() == FfnKind::kMlp || o.kind() == FfnKind::kGlu) {
+      EXPECT_EQ(named->activation(), o.activation());
+    }
+    EXPECT_EQ(named->bias(), o.bias());
+    auto again = make_feed_forward(*named);
+    std::vector<std::vector<int64_t>> a, b;
+    for (const auto& p : as_module(f)->parameters()) a.push_back(p.sizes().vec());
+    for (const auto& p : as_module(again)->parameters()) b.push_back(p.sizes().vec());
+    EXPECT_EQ(a, b) << to_string(o.kind());
+    // the module is the store's own object, and a clone is a deep copy
+    EXPECT_EQ(static_cast<void*>(as_module(f).get()), static_cast<void*>(&f->module()));
+    auto copy = clone_store(f);
+    EXPECT_TRUE(copy->keys().equal(f->keys()));
+    EXPECT_FALSE(copy->keys().is_same(f->keys()));
+  }
+  // written stores: linear, mlp and glu are these kinds; the others are none
+  EXPECT_EQ(make_store(StoreSpec::parse("relu2"), 4, 4)->feed_forward_options()->activation(),
+            Activation::kRelu2);
+  EXPECT_EQ(make_store(StoreSpec::parse("swiglu"), 4, 4)->feed_forward_options()->kind(),
+            FfnKind::kGlu);
+  for (const char* name : {"outer_product", "least_squares", "delta", "exp2", "softmax"})
+    EXPECT_FALSE(make_store(StoreSpec::parse(name), 4, 4)->feed_forward_options()) << name;
+}
+
+TEST(ModelFeedForward, LearnedKvKeyWeightsAreItsRecallWeightsAfterWq) {
+  // with Wq = I a query x is its own key-space query: key_weights per head equals recall_weights
+  const int64_t D = 8, H = 2, S = 5, n = 3;
+  torch::manual_seed(6);
+  auto kv = make_feed_forward(FeedForwardOptions(D).kind(FfnKind::kLearnedKv).slots(S).n_heads(H));
+  as_module(kv)->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    const auto params = as_module(kv)->named_parameters();  // find() points into it
+    params.find("w1.weight")->copy_(torch::eye(D));
+  }
+  auto x = torch::randn({n, D}, torch::kFloat64);
+  auto via_recall = kv->recall_weights(x).transpose(0, 1);                    // (H, n, S)
+  auto via_keys = kv->key_weights(x.reshape({n, H, D / H}).transpose(0, 1));  // (H, n, S)
+  EXPECT_LT((via_recall - via_keys).abs().max().item<double>(), 1e-12);
+  EXPECT_THROW(kv->key_weights(x), std::invalid_argument);
+}
+
 TEST(ModelFeedForward, NamesOfEveryKindRoundTrip) {
   for (const auto& name : feed_forward_names()) {
     auto [kind, activation] = feed_forward_from_name(name);

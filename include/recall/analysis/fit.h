@@ -55,7 +55,9 @@ struct FitConfig {
 
   // Throws std::invalid_argument naming the field, its value and the accepted range.
   void validate() const;
-  // The store trained, at its starting point (seeded by `gen`'s draws).
+  // The store trained: make_feed_forward of store_options(), at its starting point (seeded by
+  // `gen`'s draws).
+  FeedForwardOptions store_options() const;
   std::shared_ptr<Store> make_store(at::Generator& gen) const;
   int64_t parameters() const;  // of make_store: 2 N d (glu 3 N d, learned_kv 2 N d + 2 d^2)
   int64_t max_memories() const { return m_max > 0 ? m_max : 4 * parameters(); }

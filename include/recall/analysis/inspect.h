@@ -5,7 +5,7 @@
 // is queried as x_j = sqrt(d) k_j / ||k_j|| (the norm of an RMS-normalised input of dimension d)
 // through the layer's own weights w(x) (mlp: sigma(W1 x + b1); swiglu: silu(W1 x) * (W3 x);
 // learned_kv: softmax over the slots of q . k_i / sqrt(d_head), q = x_j), and
-//   ISR_j = || sum_{i != j} w_i(x_j) v_i || / || w_j(x_j) v_j ||   (docs/science.md §2).
+//   ISR_j = || sum_{i != j} w_i(x_j) v_i || / || w_j(x_j) v_j ||   (self_recall_isr, isr.h).
 //
 // Attention heads, on mqar prompts: at a scored query position t, whose key token sits in the
 // context at position 2i (its value at 2i + 1), a head that recalls reads one position of the
@@ -33,10 +33,6 @@
 namespace recall {
 
 class Store;
-
-// ISR_j of each query j from recall weights W (Q, N), query j recalling memory j (Q <= N), and
-// values V (N, d_v): || W_j V - W_jj v_j || / || W_jj v_j ||.
-torch::Tensor self_recall_isr(const torch::Tensor& weights, const torch::Tensor& values);
 
 struct FfnStoreReport {
   int64_t layer = 0;

@@ -46,7 +46,7 @@ struct AttentionKv {
   int64_t length() const { return k.defined() ? k.size(1) : 0; }
 };
 
-class AttentionImpl : public torch::nn::Cloneable<AttentionImpl>, public Store {
+class AttentionImpl : public StoreModule<AttentionImpl, Store> {
  public:
   explicit AttentionImpl(AttentionOptions options);
   void reset() override;

@@ -15,7 +15,7 @@ struct DeltaStoreOptions {
   TORCH_ARG(double, rate) = 1.0;  // b in (0, 2): 1 writes each memory exactly over its own key
 };
 
-class DeltaStoreImpl : public torch::nn::Cloneable<DeltaStoreImpl>, public WritableStore {
+class DeltaStoreImpl : public StoreModule<DeltaStoreImpl, WritableStore> {
  public:
   explicit DeltaStoreImpl(DeltaStoreOptions options);
   void reset() override;

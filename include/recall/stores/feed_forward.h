@@ -27,6 +27,7 @@ struct FeedForwardOptions {
   TORCH_ARG(FfnKind, kind) = FfnKind::kMlp;
   TORCH_ARG(Activation, activation) = Activation::kGelu;  // mlp: sigma; glu: the gate
   TORCH_ARG(int64_t, mult) = 4;     // linear, mlp, glu: hidden = mult * d_model
+  TORCH_ARG(int64_t, hidden) = 0;   // linear, mlp, glu: N hidden units, >= 1; 0: mult * d_model
   TORCH_ARG(int64_t, slots) = 0;    // learned_kv
   TORCH_ARG(int64_t, n_heads) = 1;  // learned_kv
   TORCH_ARG(bool, bias) = false;
@@ -35,6 +36,12 @@ struct FeedForwardOptions {
 // The store module of options.kind(), d_model -> d_model. Throws std::invalid_argument for
 // kind none and for sizes out of range.
 std::shared_ptr<Store> make_feed_forward(const FeedForwardOptions& options);
+// The parameter count of make_feed_forward(options) without building it (0 for kind none), N
+// hidden units, S slots per head, D = d_model:
+//   linear, mlp: 2 N D (+ N + D biases);  glu: 3 N D (+ 2 N + D);  learned_kv: 2 S D + 2 D^2 (+ 2
+//   D)
+// A test holds it to the built module's parameters().
+int64_t feed_forward_num_parameters(const FeedForwardOptions& options);
 
 // A kind spelled as one name, as `recall fit --kind` takes it: linear, mlp-<activation>,
 // glu-<gate>, learned_kv; swiglu = glu-silu.

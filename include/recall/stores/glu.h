@@ -19,7 +19,7 @@ struct GluStoreOptions {
   TORCH_ARG(bool, bias) = false;
 };
 
-class GluStoreImpl : public torch::nn::Cloneable<GluStoreImpl>, public WritableStore {
+class GluStoreImpl : public StoreModule<GluStoreImpl, WritableStore> {
  public:
   explicit GluStoreImpl(GluStoreOptions options);
   void reset() override;
@@ -30,6 +30,7 @@ class GluStoreImpl : public torch::nn::Cloneable<GluStoreImpl>, public WritableS
   torch::Tensor keys() const override { return w1->weight; }        // (N, d_model), the gate rows
   torch::Tensor values() const override { return w2->weight.t(); }  // (N, d_out)
   int64_t size() const override { return w1->weight.size(0); }
+  std::optional<FeedForwardOptions> feed_forward_options() const override;
 
   GluStoreOptions options;
   torch::nn::Linear w1{nullptr};  // d_model -> N, the gate

@@ -15,7 +15,7 @@ struct LearnedKvStoreOptions {
   TORCH_ARG(bool, bias) = false;
 };
 
-class LearnedKvStoreImpl : public torch::nn::Cloneable<LearnedKvStoreImpl>, public Store {
+class LearnedKvStoreImpl : public StoreModule<LearnedKvStoreImpl, Store> {
  public:
   explicit LearnedKvStoreImpl(LearnedKvStoreOptions options);
   void reset() override;
@@ -24,6 +24,9 @@ class LearnedKvStoreImpl : public torch::nn::Cloneable<LearnedKvStoreImpl>, publ
   torch::Tensor keys() const override { return slot_keys; }       // (H, S, d_head)
   torch::Tensor values() const override { return slot_values; }   // (H, S, d_head)
   int64_t size() const override { return slot_keys.size(0) * slot_keys.size(1); }  // H S
+  // per head: q (H, n, d_head) -> softmax(q K_h^T / sqrt(d_head)) (H, n, S), the weights after Wq
+  torch::Tensor key_weights(const torch::Tensor& q) override;
+  std::optional<FeedForwardOptions> feed_forward_options() const override;
   int64_t d_head() const { return options.d_model() / options.n_heads(); }
 
   LearnedKvStoreOptions options;

@@ -12,8 +12,7 @@ struct LeastSquaresStoreOptions {
   TORCH_ARG(int64_t, d_v);
 };
 
-class LeastSquaresStoreImpl : public torch::nn::Cloneable<LeastSquaresStoreImpl>,
-                              public WritableStore {
+class LeastSquaresStoreImpl : public StoreModule<LeastSquaresStoreImpl, WritableStore> {
  public:
   explicit LeastSquaresStoreImpl(LeastSquaresStoreOptions options);
   void reset() override;

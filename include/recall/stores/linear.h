@@ -15,7 +15,7 @@ struct LinearStoreOptions {
   TORCH_ARG(bool, bias) = false;
 };
 
-class LinearStoreImpl : public torch::nn::Cloneable<LinearStoreImpl>, public WritableStore {
+class LinearStoreImpl : public StoreModule<LinearStoreImpl, WritableStore> {
  public:
   explicit LinearStoreImpl(LinearStoreOptions options);
   void reset() override;
@@ -26,6 +26,7 @@ class LinearStoreImpl : public torch::nn::Cloneable<LinearStoreImpl>, public Wri
   torch::Tensor keys() const override { return w1->weight; }        // (N, d_model)
   torch::Tensor values() const override { return w2->weight.t(); }  // (N, d_out)
   int64_t size() const override { return w1->weight.size(0); }
+  std::optional<FeedForwardOptions> feed_forward_options() const override;
 
   LinearStoreOptions options;
   torch::nn::Linear w1{nullptr};  // d_model -> N

@@ -18,7 +18,7 @@ struct MlpStoreOptions {
   TORCH_ARG(bool, bias) = false;
 };
 
-class MlpStoreImpl : public torch::nn::Cloneable<MlpStoreImpl>, public WritableStore {
+class MlpStoreImpl : public StoreModule<MlpStoreImpl, WritableStore> {
  public:
   explicit MlpStoreImpl(MlpStoreOptions options);
   void reset() override;
@@ -30,6 +30,7 @@ class MlpStoreImpl : public torch::nn::Cloneable<MlpStoreImpl>, public WritableS
   torch::Tensor keys() const override { return w1->weight; }        // (N, d_model)
   torch::Tensor values() const override { return w2->weight.t(); }  // (N, d_out)
   int64_t size() const override { return w1->weight.size(0); }
+  std::optional<FeedForwardOptions> feed_forward_options() const override;
 
   MlpStoreOptions options;
   torch::nn::Linear w1{nullptr};  // d_model -> N

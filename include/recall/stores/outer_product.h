@@ -11,8 +11,7 @@ struct OuterProductStoreOptions {
   TORCH_ARG(int64_t, d_v);
 };
 
-class OuterProductStoreImpl : public torch::nn::Cloneable<OuterProductStoreImpl>,
-                              public WritableStore {
+class OuterProductStoreImpl : public StoreModule<OuterProductStoreImpl, WritableStore> {
  public:
   explicit OuterProductStoreImpl(OuterProductStoreOptions options);
   void reset() override;

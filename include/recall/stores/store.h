@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,13 @@ struct StoreSpec {
 // The default store list of the probe and the theory table.
 std::vector<std::string> default_store_names();
 
+struct FeedForwardOptions;  // feed_forward.h
+
 // The interface of every store module (written, learned and context). Each store is also a
 // torch::nn::Module holding all its state as registered parameters (learned memories) or buffers
 // (written memories), so to(), parameters(), buffers(), clone() and torch::save see it all;
-// as_module gives that module.
+// module() gives that module. A store derives from StoreModule below, which supplies module() and
+// clone_store().
 class Store {
  public:
   virtual ~Store() = default;
@@ -57,6 +61,31 @@ class Store {
   virtual torch::Tensor keys() const = 0;
   virtual torch::Tensor values() const = 0;
   virtual int64_t size() const = 0;  // M
+  // The recall weights of queries q already in the keys' space, shaped like keys(): (n, d_k) ->
+  // (n, M), so q = keys() asks each memory with its own key; learned_kv, per head (H, n, d_head) ->
+  // (H, n, S), after its query projection. Default: recall_weights, whose input is the key space.
+  virtual torch::Tensor key_weights(const torch::Tensor& q) { return recall_weights(q); }
+  // The kind this module is as a feed-forward layer (make_feed_forward builds one like it from
+  // these options: kind, activation or gate, hidden = size(), slots, heads, bias; a d_out other
+  // than d_model aside); nullopt for the stores that are no feed-forward kind (written
+  // outer_product, least_squares, delta, weight-function; attention).
+  virtual std::optional<FeedForwardOptions> feed_forward_options() const;
+  // The torch module behind this store, and a deep copy of it (StoreModule gives both).
+  virtual torch::nn::Module& module() = 0;
+  virtual std::shared_ptr<Store> clone_store() const = 0;
+};
+
+// The base of every store module XImpl: torch::nn::Cloneable<XImpl> and the store interface
+// (Store or WritableStore), with module() and clone_store() known statically, so no caller casts.
+template <class Impl, class Interface>
+class StoreModule : public torch::nn::Cloneable<Impl>, public Interface {
+ public:
+  torch::nn::Module& module() override { return *this; }
+  std::shared_ptr<Store> clone_store() const override {
+    // Cloneable::clone copies an Impl and returns its Module, a virtual base: back to the Impl
+    // known here (never null)
+    return std::dynamic_pointer_cast<Impl>(this->clone());
+  }
 };
 
 // A store that memories are written into (the probe's stores, and the two-layer learned stores,
@@ -69,7 +98,8 @@ class WritableStore : public Store {
   virtual void write(const torch::Tensor& keys, const torch::Tensor& values) = 0;
 };
 
-// The torch module behind a store (every store is one), and a deep copy of a store.
+// The torch module behind a store (every store is one), sharing the store's ownership, and a deep
+// copy of a store.
 std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Store>& store);
 torch::nn::Module& as_module(Store& store);
 std::shared_ptr<Store> clone_store(const std::shared_ptr<Store>& store);

@@ -22,7 +22,7 @@ struct WeightStoreOptions {
   TORCH_ARG(WeightFunction, weight);
 };
 
-class WeightStoreImpl : public torch::nn::Cloneable<WeightStoreImpl>, public WritableStore {
+class WeightStoreImpl : public StoreModule<WeightStoreImpl, WritableStore> {
  public:
   explicit WeightStoreImpl(WeightStoreOptions options);
   void reset() override;
