@@ -113,7 +113,7 @@ TEST(Checkpoint, ModelAndOptimizerRoundTrip) {
 // loads into today's model: the same tensors, so the same logits bit for bit.
 TEST(Checkpoint, ModelWithTheOldBlockNamesLoads) {
   torch::manual_seed(0);
-  TrainConfig cfg = test::tiny_mqar({"attn_mem_kv=2", "ffn=learned_kv"});
+  TrainConfig cfg = test::tiny_mqar({"attn_mem_kv=2", "ffn=learned_kv", "ffn_slots=4"});
   Transformer a(cfg.model), b(cfg.model);
   const std::string old = test::old_layout_bytes(*a);
   EXPECT_EQ(old.find("blocks"), std::string::npos);  // the old names only
