@@ -25,6 +25,7 @@ state dict loads with strict=True.
 import json
 import math
 import os
+import re
 
 import torch
 import torch.nn as nn
@@ -223,9 +224,7 @@ class Transformer(nn.Module):
         D = c["d_model"]
         self.tok_emb = nn.Embedding(c["vocab_size"], D)
         self.pos_emb = nn.Embedding(c["seq_len"], D) if c["pos"] == "learned" else None
-        self.n_layers = c["n_layers"]
-        for i in range(self.n_layers):
-            setattr(self, f"block{i}", Block(c))
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
         self.norm_f = Norm(c)
         self.head = None if c["tied_head"] else nn.Linear(D, c["vocab_size"], bias=False)
 
@@ -238,8 +237,8 @@ class Transformer(nn.Module):
             if T > self.pos_emb.num_embeddings:
                 raise ValueError(f"sequence length {T} exceeds seq_len with learned positions")
             x = x + self.pos_emb.weight[:T]
-        for i in range(self.n_layers):
-            x = getattr(self, f"block{i}")(x, cache, f"blocks.{i}.")
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache, f"blocks.{i}.")
         x = self.norm_f(x)
         w = self.head.weight if self.head is not None else self.tok_emb.weight
         return x @ w.t()
@@ -272,18 +271,24 @@ def read_safetensors(file):
     return out
 
 
+_OLD_BLOCK = re.compile(r"^block(\d+)\.")
+
+
 def load_state(path, weights="pt"):
     """The state dict of a `recall export` folder: model.pt read by torch.load with its defaults
-    (weights_only where this torch has it), or model.safetensors."""
+    (weights_only where this torch has it), or model.safetensors. Exports written before the
+    blocks were a list name them block0., block1., ...: they are read as blocks.0., blocks.1., ..."""
     if weights == "safetensors":
-        return read_safetensors(os.path.join(path, "model.safetensors"))
-    if weights != "pt":
+        state = read_safetensors(os.path.join(path, "model.safetensors"))
+    elif weights != "pt":
         raise ValueError(f"weights '{weights}': use pt or safetensors")
-    file = os.path.join(path, "model.pt")
-    try:
-        return torch.load(file, weights_only=True)
-    except TypeError:  # a torch older than 1.13 has no weights_only
-        return torch.load(file)
+    else:
+        file = os.path.join(path, "model.pt")
+        try:
+            state = torch.load(file, weights_only=True)
+        except TypeError:  # a torch older than 1.13 has no weights_only
+            state = torch.load(file)
+    return {_OLD_BLOCK.sub(r"blocks.\1.", k): t for k, t in state.items()}
 
 
 def load(path, weights="pt"):

@@ -120,10 +120,11 @@ void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>
   torch::NoGradGuard no_grad;
   for (HeadReport& r : heads) {
     auto& attn = *model->blocks[r.layer]->attn;
-    attn.head_mask = torch::ones({model->config.n_heads});
-    attn.head_mask[r.head] = 0.0;
+    auto mask = torch::ones({model->config.n_heads});
+    mask[r.head] = 0.0;
+    attn.set_head_mask(mask);
     r.ablated_accuracy = evaluate(model, task, set).at("accuracy");
-    attn.head_mask = torch::Tensor();
+    attn.set_head_mask(torch::ones_like(mask));
   }
 }
 

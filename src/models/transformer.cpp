@@ -23,12 +23,44 @@ void TransformerImpl::reset() {
     pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq_len, c.d_model));
     pos_emb->weight.normal_(0.0, kInitStd);
   }
+  block_list = register_module("blocks", torch::nn::ModuleList());
   blocks.clear();
-  for (int64_t i = 0; i < c.n_layers; ++i)
-    blocks.push_back(register_module("block" + std::to_string(i), std::make_shared<BlockImpl>(c)));
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    blocks.push_back(std::make_shared<BlockImpl>(c));
+    block_list->push_back(blocks.back());
+  }
   norm_f = register_module(
       "norm_f", std::make_shared<NormImpl>(NormOptions(c.d_model).kind(c.norm).bias(c.bias)));
   if (!c.tied_head) head = register_module("head", make_linear(c.d_model, c.vocab_size, false));
+}
+
+std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
+    const torch::optional<torch::Device>& device) const {
+  auto copy = Cloneable::clone(device);
+  auto& t = dynamic_cast<TransformerImpl&>(*copy);
+  for (size_t i = 0; i < t.blocks.size(); ++i)
+    t.blocks[i] = t.block_list->template ptr<BlockImpl>(i);
+  return copy;
+}
+
+void TransformerImpl::load(torch::serialize::InputArchive& archive) {
+  torch::serialize::InputArchive list;
+  if (archive.try_read("blocks", list)) return Module::load(archive);
+  // The layout before "blocks": block i beside tok_emb as "block<i>". The model's own tensors all
+  // lie in its children, so reading each child reads everything.
+  for (const auto& child : named_children()) {
+    if (child.key() == "blocks") {
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        torch::serialize::InputArchive block;
+        archive.read("block" + std::to_string(i), block);
+        blocks[i]->load(block);
+      }
+    } else {
+      torch::serialize::InputArchive sub;
+      archive.read(child.key(), sub);
+      child.value()->load(sub);
+    }
+  }
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& idx, ActivationCache* cache) {

@@ -41,6 +41,8 @@ void AttentionImpl::reset() {
     c.select(1, 0).fill_(1.0);
     conv = register_parameter("conv", c);
   }
+  // heads_masked_ is left as it is: a clone keeps its source's flag along with the mask's values
+  head_mask = register_buffer("head_mask", torch::ones({H}));
   // After set_rule(ssmax) a clone must register the scale too (ssmax is non-null in the copy).
   if (options.rule() == BetaRule::kSsmax || ssmax)
     ssmax = register_module(
@@ -53,6 +55,27 @@ void AttentionImpl::set_rule(BetaRule rule) {
     ssmax = register_module("ssmax",
                             SsmaxScale(SsmaxScaleOptions(options.n_heads(), 1.0,
                                                          static_cast<double>(options.seq_len()))));
+}
+
+void AttentionImpl::set_head_mask(const torch::Tensor& mask) {
+  check_arg(mask.sizes() == head_mask.sizes(),
+            fmt::format("head_mask: expected ({},) multipliers, one per head, got {} values",
+                        options.n_heads(), mask.numel()));
+  torch::NoGradGuard no_grad;
+  head_mask.copy_(mask);
+  heads_masked_ = !head_mask.eq(1).all().item<bool>();
+}
+
+void AttentionImpl::load(torch::serialize::InputArchive& archive) {
+  for (auto& p : named_parameters(/*recurse=*/false)) archive.read(p.key(), p.value());
+  torch::Tensor mask = torch::ones_like(head_mask);
+  archive.try_read("head_mask", mask, /*is_buffer=*/true);
+  for (auto& child : named_children()) {
+    torch::serialize::InputArchive sub;
+    archive.read(child.key(), sub);
+    child.value()->load(sub);
+  }
+  set_head_mask(mask.to(head_mask.device()));
 }
 
 torch::Tensor AttentionImpl::logit_scale(int64_t T, const torch::TensorOptions& like) {
@@ -162,7 +185,7 @@ torch::Tensor AttentionImpl::attention_weights(const torch::Tensor& q, const tor
 
 torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
   const int64_t B = y.size(0), T = y.size(1), H = options.n_heads();
-  auto h = head_mask.defined() ? y * head_mask.to(y.options()).view({1, 1, H, 1}) : y;
+  auto h = heads_masked_ ? y * head_mask.to(y.options()).view({1, 1, H, 1}) : y;
   return fast_linear(h.reshape({B, T, H * d_head()}), out->weight, out->bias);  // (B, T, D)
 }
 

@@ -23,8 +23,15 @@ NamedTensors named_state(const torch::nn::Module& module) {
   // Detached contiguous CPU copies: plain tensors, no autograd state.
   for (const auto& p : module.named_parameters(/*recurse=*/true))
     out.emplace_back(p.key(), p.value().detach().to(torch::kCPU).contiguous().clone());
-  for (const auto& b : module.named_buffers(/*recurse=*/true))
-    out.emplace_back(b.key(), b.value().detach().to(torch::kCPU).contiguous().clone());
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) {
+    // head_mask (attention.h) is inspection state, all ones outside recall inspect, not a weight
+    const std::string& name = b.key();
+    const std::string mask = "head_mask";
+    if (name.size() >= mask.size() &&
+        name.compare(name.size() - mask.size(), mask.size(), mask) == 0)
+      continue;
+    out.emplace_back(name, b.value().detach().to(torch::kCPU).contiguous().clone());
+  }
   return out;
 }
 

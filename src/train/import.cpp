@@ -148,7 +148,7 @@ std::vector<Place> places(const ModelConfig& c, bool conv1d) {
     if (c.bias) out.push_back({file + ".bias", recall + ".bias", false});
   };
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string h = fmt::format("h.{}.", i), b = fmt::format("block{}.", i);
+    const std::string h = fmt::format("h.{}.", i), b = fmt::format("blocks.{}.", i);
     norm(h + "ln_1", b + "norm1");
     linear(h + "attn.c_attn", b + "attn.qkv");
     linear(h + "attn.c_proj", b + "attn.out");

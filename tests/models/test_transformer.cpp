@@ -1,6 +1,9 @@
 // The whole transformer: shapes, parameter count, causality, and gradients by central differences.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "model_test_util.h"
 #include "recall/models/block.h"
 #include "recall/models/model.h"
@@ -141,6 +144,37 @@ TEST(ModelTransformer, CloneCopiesEveryParameter) {
   auto idx = torch::randint(0, c.vocab_size, {1, 6});
   EXPECT_TRUE(torch::equal(model(idx), copy->forward(idx)));
   EXPECT_EQ(copy->num_parameters(), model->num_parameters());
+  // the typed blocks are the copy's own
+  for (size_t i = 0; i < copy->blocks.size(); ++i) {
+    EXPECT_EQ(copy->blocks[i].get(), copy->block_list[i]->as<BlockImpl>()) << i;
+    EXPECT_NE(copy->blocks[i].get(), model->blocks[i].get()) << i;
+  }
+}
+
+// The blocks are the list "blocks": parameter names carry the activation cache's prefixes.
+TEST(ModelTransformer, ParameterNamesAreTheCachesNames) {
+  auto c = tiny_configs()[0];
+  Transformer model(c);
+  ActivationCache cache;
+  model->forward(torch::randint(0, c.vocab_size, {1, 6}), &cache);
+  std::set<std::string> prefixes;
+  for (const auto& p : model->named_parameters()) {
+    const auto& name = p.key();
+    if (name.rfind("blocks.", 0) != 0) continue;
+    prefixes.insert(name.substr(0, name.find('.', 7) + 1));  // blocks.i.
+    // blocks.i.attn.qkv.weight -> the cache holds blocks.i.attn.weights
+    if (name.find(".attn.") != std::string::npos) {
+      const std::string cached = name.substr(0, name.find(".attn.") + 6) + "weights";
+      EXPECT_NO_THROW(cache.at(cached)) << name;
+    }
+  }
+  EXPECT_EQ(prefixes.size(), static_cast<size_t>(c.n_layers));
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string prefix = "blocks." + std::to_string(i) + ".";
+    EXPECT_EQ(prefixes.count(prefix), 1u) << prefix;
+    EXPECT_NO_THROW(cache.at(prefix + "resid_pre"));
+    EXPECT_EQ(model->blocks[i].get(), model->block_list[i]->as<BlockImpl>()) << prefix;
+  }
 }
 
 }  // namespace

@@ -195,7 +195,7 @@ def source_state(path):
         if k.startswith("h."):
             _, i, rest = k.split(".", 2)
             part, kind = rest.rsplit(".", 1)
-            k = f"block{i}.{parts[part]}.{kind}"
+            k = f"blocks.{i}.{parts[part]}.{kind}"
             if conv1d and kind == "weight" and part not in ("ln_1", "ln_2"):
                 t = t.t()
         else:

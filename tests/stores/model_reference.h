@@ -70,7 +70,7 @@ inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
         for (double l : logits) z += std::exp(l - mx);
         auto acc = torch::zeros({dh}, x.options());
         for (size_t j = 0; j < logits.size(); ++j) acc += std::exp(logits[j] - mx) / z * values[j];
-        if (a.head_mask.defined()) acc = acc * a.head_mask[h].item<double>();
+        acc = acc * a.head_mask[h].item<double>();
         y[b][t].slice(0, h * dh, (h + 1) * dh) = acc;
       }
     }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "recall/stores/attention.h"
 #include "stores/model_reference.h"
@@ -103,13 +104,60 @@ TEST(ModelAttention, ConvolutionWidthIsChecked) {
 
 TEST(ModelAttention, HeadMaskScalesEachHeadsOutput) {
   auto a = make_attention(BetaRule::kSu, true, 0, 4);
-  a->head_mask = torch::tensor({0.0, 1.0}, torch::kFloat64);  // head 0 ablated
+  EXPECT_FALSE(a->heads_masked());
+  a->set_head_mask(torch::tensor({0.0, 1.0}));  // head 0 ablated
+  EXPECT_TRUE(a->heads_masked());
   EXPECT_LT(max_error(a, torch::kFloat64), 1e-12);
   EXPECT_LT(max_error(a, torch::kFloat32), 2e-5);
   // both heads zeroed: only the output projection's bias is left
-  a->head_mask = torch::zeros({2}, torch::kFloat64);
-  auto y = a->forward(torch::randn({2, 7, 8}, torch::kFloat64));
-  EXPECT_TRUE(torch::allclose(y, a->out->bias.expand({2, 7, 8}), 0.0, 1e-15));
+  a->set_head_mask(torch::zeros({2}));
+  auto x = torch::randn({2, 7, 8}, torch::kFloat64);
+  EXPECT_TRUE(torch::allclose(a->forward(x), a->out->bias.expand({2, 7, 8}), 0.0, 1e-15));
+  // a clone keeps the mask and applies it
+  auto copy = std::dynamic_pointer_cast<AttentionImpl>(a->clone());
+  EXPECT_TRUE(copy->heads_masked());
+  EXPECT_TRUE(torch::equal(copy->forward(x), a->forward(x)));
+  // all ones again: the unmasked output, bit for bit
+  auto fresh = std::dynamic_pointer_cast<AttentionImpl>(a->clone());
+  fresh->set_head_mask(torch::ones({2}));
+  a->set_head_mask(torch::tensor({1.0, 1.0}));
+  EXPECT_FALSE(a->heads_masked());
+  EXPECT_TRUE(torch::equal(a->forward(x), fresh->forward(x)));
+  EXPECT_THROW(a->set_head_mask(torch::ones({3})), std::invalid_argument);
+}
+
+TEST(ModelAttention, HeadMaskIsStateThatOlderFilesLackAndLoadAsOnes) {
+  auto a = make_attention(BetaRule::kNone, true, 2, 4);
+  std::vector<std::string> buffers;
+  for (const auto& b : a->named_buffers()) buffers.push_back(b.key());
+  EXPECT_EQ(buffers, std::vector<std::string>{"head_mask"});
+  EXPECT_TRUE(torch::equal(a->head_mask, torch::ones({2}, torch::kFloat64)));
+  // a file with the parameters only (as written before head_mask was a buffer)
+  torch::serialize::OutputArchive old;
+  for (const auto& p : a->named_parameters(/*recurse=*/false)) old.write(p.key(), p.value());
+  for (const auto& c : a->named_children()) {
+    torch::serialize::OutputArchive sub;
+    c.value()->save(sub);
+    old.write(c.key(), sub);
+  }
+  std::stringstream bytes;
+  old.save_to(bytes);
+  auto b = make_attention(BetaRule::kNone, true, 2, 4);
+  b->set_head_mask(torch::tensor({0.0, 1.0}));
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  b->load(in);
+  EXPECT_FALSE(b->heads_masked());
+  EXPECT_TRUE(torch::equal(b->head_mask, torch::ones({2}, torch::kFloat64)));
+  auto x = torch::randn({2, 5, 8}, torch::kFloat64);
+  EXPECT_TRUE(torch::equal(a->forward(x), b->forward(x)));
+  // a file with a mask restores it
+  b->set_head_mask(torch::tensor({0.0, 1.0}));
+  std::stringstream masked;
+  torch::save(b, masked);
+  torch::load(a, masked);
+  EXPECT_TRUE(a->heads_masked());
+  EXPECT_TRUE(torch::equal(a->forward(x), b->forward(x)));
 }
 
 TEST(ModelAttention, RuleNoneIsStandardScaledDotProductAttention) {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include "old_model_archive.h"
 #include "recall/core/error.h"
+#include "recall/models/block.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"
@@ -105,6 +107,25 @@ TEST(Checkpoint, ModelAndOptimizerRoundTrip) {
   wide.model.d_model = 64;
   Transformer c(wide.model);
   EXPECT_ANY_THROW(load_module_bytes(*c, module_bytes(*a)));
+}
+
+// A checkpoint written before the blocks were the list "blocks" (block0.attn... and no head_mask)
+// loads into today's model: the same tensors, so the same logits bit for bit.
+TEST(Checkpoint, ModelWithTheOldBlockNamesLoads) {
+  torch::manual_seed(0);
+  TrainConfig cfg = test::tiny_mqar({"attn_mem_kv=2", "ffn=learned_kv", "ffn_slots=4"});
+  Transformer a(cfg.model), b(cfg.model);
+  const std::string old = test::old_layout_bytes(*a);
+  EXPECT_EQ(old.find("blocks"), std::string::npos);  // the old names only
+  EXPECT_NE(old.find("block1"), std::string::npos);
+  load_module_bytes(*b, old);
+  auto x = torch::randint(cfg.model.vocab_size, {2, 16});
+  EXPECT_TRUE(a->forward(x).equal(b->forward(x)));
+  for (const auto& block : b->blocks) EXPECT_FALSE(block->attn->heads_masked());
+  // and a file of another shape is still refused
+  cfg.model.d_model = 64;
+  Transformer c(cfg.model);
+  EXPECT_ANY_THROW(load_module_bytes(*c, old));
 }
 
 TEST(Checkpoint, ConfigMismatchIsRefusedNamingTheKey) {

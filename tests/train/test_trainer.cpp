@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "old_model_archive.h"
 #include "recall/core/error.h"
 #include "recall/core/signals.h"
 #include "recall/train/checkpoint.h"
@@ -90,6 +91,24 @@ TEST(Trainer, ResumeContinuesExactly) {
     return out;
   };
   EXPECT_EQ(lines(dir / "split/metrics.jsonl"), lines(dir / "straight/metrics.jsonl"));
+}
+
+// A run checkpointed before the blocks were the list "blocks" (its model under block0., ...)
+// resumes to the losses of the straight run, bit for bit.
+TEST(Trainer, ResumeFromACheckpointWithTheOldBlockNames) {
+  TempDir dir;
+  const TrainConfig cfg = test::tiny_mqar();
+  const auto straight = run(cfg, dir / "straight");
+  const auto first = run(cfg, dir / "split", false, 6);
+  Checkpoint ckpt = load_checkpoint(dir / "split");
+  Transformer model(cfg.model);
+  load_module_bytes(*model, ckpt.model);
+  ckpt.model = test::old_layout_bytes(*model);
+  save_checkpoint(checkpoint_path(dir / "split"), ckpt);
+  const auto second = run(cfg, dir / "split", true);
+  std::vector<double> joined = first.losses;
+  joined.insert(joined.end(), second.losses.begin(), second.losses.end());
+  EXPECT_EQ(joined, straight.losses);
 }
 
 TEST(Trainer, RefusesExistingRunAndMismatchedResume) {

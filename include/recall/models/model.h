@@ -35,10 +35,16 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(ModelConfig config);
   void reset() override;
+  // Cloneable's copy, whose list holds clones of the blocks: `blocks` is pointed at them.
+  std::shared_ptr<torch::nn::Module> clone(
+      const torch::optional<torch::Device>& device = torch::nullopt) const override;
   // idx: (B, T) int64 token ids, T may exceed seq_len unless pos = learned -> logits (B, T, vocab).
   // With a cache, also records every block's activations (activation_cache.h); without one, the
   // fast path.
   torch::Tensor forward(const torch::Tensor& idx, ActivationCache* cache = nullptr);
+  // Module::load, which also reads files written before the blocks were the list "blocks" (their
+  // tensors under block0., block1., ... instead of blocks.0., blocks.1., ...).
+  void load(torch::serialize::InputArchive& archive) override;
   // Incremental decoding: idx (B, T) are the tokens at positions kv.length() .. kv.length() + T - 1
   // of sequences whose earlier tokens kv holds -> their logits (B, T, vocab), equal to forward's
   // at those positions of the whole sequences; their keys and values are appended to kv. Each
@@ -50,6 +56,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   ModelConfig config;
   torch::nn::Embedding tok_emb{nullptr};
   torch::nn::Embedding pos_emb{nullptr};  // pos = learned only
+  // Registered as "blocks", so parameter names equal the activation cache's (blocks.0.attn...);
+  // `blocks` is the same modules, typed.
+  torch::nn::ModuleList block_list{nullptr};
   std::vector<std::shared_ptr<BlockImpl>> blocks;
   std::shared_ptr<NormImpl> norm_f;
   torch::nn::Linear head{nullptr};  // untied head only

@@ -71,7 +71,8 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // offset, q holds the positions offset .. offset + T - 1 and k (B, N + offset + T, H, dh).
   torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k,
                                   int64_t offset = 0);
-  // per head outputs y (B, T, H, dh) -> head_mask, then the output projection: (B, T, d_model)
+  // per head outputs y (B, T, H, dh) -> head_mask (when some head is masked), then the output
+  // projection: (B, T, d_model)
   torch::Tensor output(const torch::Tensor& y);
   // q, k, v of x after the convolution and RoPE, each (B, T, H, d_head); x holds positions
   // offset .. offset + T - 1. With a convolution, `tail` (when given) holds the projections of the
@@ -96,9 +97,17 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   torch::Tensor mem_k, mem_v;      // (H, mem_kv, d_head), mem_kv > 0 only
   torch::Tensor conv;              // (3 d_model, conv): c_j of each q, k, v channel; conv > 0 only
   SsmaxScale ssmax{nullptr};       // rule ssmax only
-  // Inspection only, not a parameter: when defined, (H,) multipliers of each head's output before
-  // the output projection; zero ablates a head (recall inspect).
+  // (H,) multipliers of each head's output before the output projection, a buffer of ones; zero
+  // ablates a head (recall inspect). Written through set_head_mask, so that forward skips the
+  // multiply while every entry is 1.
   torch::Tensor head_mask;
+  void set_head_mask(const torch::Tensor& mask);
+  bool heads_masked() const { return heads_masked_; }
+  // Module::load, which also reads files written before head_mask was state (all heads on).
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  bool heads_masked_ = false;  // some entry of head_mask differs from 1
 };
 TORCH_MODULE(Attention);
 

@@ -2,7 +2,7 @@
 // reads with its defaults (torch.save's zip format, a dict of name -> tensor), the same tensors as
 // safetensors, and the model's configuration as JSON. python/recall_model.py builds the same
 // architecture in PyTorch and loads either.
-//   DIR/model.pt           {"tok_emb.weight": (vocab, D), "block0.attn.qkv.weight": (3D, D), ...}
+//   DIR/model.pt           {"tok_emb.weight": (vocab, D), "blocks.0.attn.qkv.weight": (3D, D), ...}
 //   DIR/model.safetensors  the same tensors under the same names
 //   DIR/config.json  {"model": {...ModelConfig keys...}, "task": ..., "step": ..., ...}
 #pragma once
@@ -16,7 +16,8 @@
 
 namespace recall {
 
-// Every parameter and buffer of `module` under its dotted name (CPU copies).
+// Every parameter and buffer of `module` under its dotted name (CPU copies), but the attention's
+// head_mask (inspection state, all ones in a trained model).
 NamedTensors named_state(const torch::nn::Module& module);
 // A torch.save-format zip of the dict name -> tensor: torch.load reads it with its defaults
 // (weights_only) under torch 1.13 and every 2.x.

@@ -5,7 +5,7 @@
 //   GPT-2-format folder  config.json with model.safetensors (read by the format's rules) or
 //                        pytorch_model.bin (a torch.save state dict)
 // Both hold recall's learned-position LayerNorm GELU-MLP architecture under GPT-2's names:
-//   wte -> tok_emb, wpe -> pos_emb, h.i.ln_1 -> block{i}.norm1, h.i.attn.c_attn -> attn.qkv,
+//   wte -> tok_emb, wpe -> pos_emb, h.i.ln_1 -> blocks.i.norm1, h.i.attn.c_attn -> attn.qkv,
 //   h.i.attn.c_proj -> attn.out, h.i.ln_2 -> norm2, h.i.mlp.c_fc -> ffn.w1,
 //   h.i.mlp.c_proj -> ffn.w2, ln_f -> norm_f, lm_head -> head (untied only).
 // c_attn's fused (3 D) output rows are q, k, v in order, as recall's qkv; GPT-2's Conv1D stores
