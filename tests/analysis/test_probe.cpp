@@ -78,8 +78,9 @@ TEST(Probe, EssaysMeasuredTables) {
 
 TEST(Probe, MeasuredCapacitiesAgreeWithTheory) {
   // The RMS crossing estimates what theory predicts (E[ISR^2] = 1): within 3 standard errors over
-  // 8 trials. The headline median crossing sits a few per cent above it (ISR is skewed): within 8
-  // %.
+  // 8 trials. The headline median crossing sits a few per cent from it (ISR is skewed) and is as
+  // noisy: within 5 % plus the same 3 standard errors (exp2, whose crossing lies near M = 25, has
+  // standard errors near 5 %).
   ProbeConfig c;
   c.stores = {"outer_product", "least_squares", "relu", "relu2",  "swiglu",
               "exp2",          "exp3",          "exp4", "softmax"};
@@ -95,7 +96,7 @@ TEST(Probe, MeasuredCapacitiesAgreeWithTheory) {
         << s.store << " " << cap.rms.has_value() << cap.rms_sem.has_value()
         << cap.median.has_value();
     EXPECT_NEAR(*cap.rms, *cap.theory, 3 * *cap.rms_sem + 0.01 * *cap.theory) << s.store;
-    EXPECT_NEAR(*cap.median / *cap.theory, 1.0, 0.08) << s.store;
+    EXPECT_NEAR(*cap.median / *cap.theory, 1.0, 0.05 + 3 * *cap.rms_sem / *cap.theory) << s.store;
     EXPECT_LE(*cap.low, *cap.median);
     EXPECT_GE(*cap.high, *cap.median);
   }
@@ -107,7 +108,7 @@ TEST(Probe, RulesOnTheEssaysFigureShape) {
   ProbeConfig c;
   c.stores = {"relu"};
   c.m = {16, 32};
-  c.trials = 2;
+  c.trials = 8;
   c.ref_len = 64;
   c.rule_m_max = 65536;
   c.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
@@ -117,10 +118,11 @@ TEST(Probe, RulesOnTheEssaysFigureShape) {
   ASSERT_EQ(none.size(), 11u);
   for (size_t g = 0; g < su.size(); ++g) {
     EXPECT_DOUBLE_EQ(su[g].isr.median, qwen[g].isr.median);
-    // At beta near 20 a few memories dominate the interference, so the RMS over 128 queries is
-    // only good to about 20 %; at fixed beta 8 it is good to a few per cent.
+    // At beta near 20 a few memories dominate the interference, so the RMS over 512 queries is
+    // only good to about 20 %; at fixed beta 8 its standard error is about 2 %: 7 % is 3 of
+    // them, over 11 lengths.
     EXPECT_NEAR(su[g].isr.rms, su[g].theory_rms, 0.25 * su[g].theory_rms) << su[g].M;
-    EXPECT_NEAR(none[g].isr.rms, none[g].theory_rms, 0.05 * none[g].theory_rms) << none[g].M;
+    EXPECT_NEAR(none[g].isr.rms, none[g].theory_rms, 0.07 * none[g].theory_rms) << none[g].M;
   }
   EXPECT_LT(su.back().isr.median, su[1].isr.median);
   EXPECT_LT(yarn.back().isr.median, su.back().isr.median);

@@ -21,7 +21,10 @@ int cpu_quota_threads(const std::string& cpu_max);
 // is free. A worker the OS delays (a busy neighbour on its core) holds back at most the one item it
 // is on. The workers are not OpenMP threads and wait for each other by joining, not spinning: with
 // libgomp's default spinning barriers, regions of torch ops on a machine whose cores are taken
-// elsewhere ran several times slower than on one thread. Inside fn, torch ops run on one thread.
+// elsewhere ran several times slower than on one thread. fn should be plain loops and kernels
+// (OpenMP inside them runs on one thread): the first parallel torch op on a fresh worker runs
+// torch's per-thread set-up, which sets that thread's OpenMP count back to torch's and rebuilds
+// torch's shared thread pool, whose new threads spin; the probe lost half its time to that.
 // Items must not depend on which worker runs them. The first exception thrown is rethrown here.
 void parallel_claim(int64_t n, const std::function<void(int64_t item, int worker)>& fn);
 
