@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -90,8 +91,8 @@ class MemoryStream {
     constexpr int64_t kSub = 2048;
     const int64_t d = d_k_ + d_v_;
     auto keys = torch::empty({kBlock, d_k_}), values = torch::empty({kBlock, d_v_});
-    auto keys_t = device_.is_cpu() ? torch::empty({d_k_, kStride}).slice(1, 0, kBlock)
-                                   : torch::Tensor();
+    auto keys_t =
+        device_.is_cpu() ? torch::empty({d_k_, kStride}).slice(1, 0, kBlock) : torch::Tensor();
     float* kp = keys.data_ptr<float>();
     float* vp = values.data_ptr<float>();
     float* ktp = keys_t.defined() ? keys_t.data_ptr<float>() : nullptr;
@@ -122,9 +123,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// One running sum A_j = sum_{i != j} (sigma(s_ij) / sigma(1)) v_i over the stream, for the first q
-// queries (the first q stored keys), with ISR snapshots at given M.
+// The state of one ProbeSum during a trial, with ISR snapshots at its M.
 struct Accumulator {
+  explicit Accumulator(const ProbeSum& s)
+      : weight(s.weight),
+        q(s.queries),
+        end(s.end),
+        snapshots(s.snapshots.begin(), s.snapshots.end()) {}
   WeightFunction weight;
   int64_t q = 0, end = 0;
   std::set<int64_t> snapshots;
@@ -154,43 +159,28 @@ AccKey key_of(const WeightFunction& w, int64_t q) {
           q};
 }
 
-// What a probe computes, derived once from its config: the stores and their grids, the rule
-// points, and one accumulator per distinct (weight function, queries) whose snapshots the stores
-// and rule points read.
-struct ProbePlan {
-  std::vector<StoreSpec> specs;
-  std::vector<std::vector<int64_t>> grids;  // per store
-  std::vector<int64_t> rule_grid;
-  std::vector<std::vector<double>> rule_beta;  // per rule, per rule_grid point
-  std::map<AccKey, Accumulator> accs;
-  std::set<int64_t> boundaries;  // every snapshot M: chunks end there
-  int64_t end_max = 0;
-  double work = 0;  // memory-queries per trial
+bool streamed(const StoreSpec& spec, const ProbeConfig& c) {
+  return spec.is_weight_function() && !c.reference;
+}
 
-  bool streamed(size_t store, const ProbeConfig& c) const {
-    return specs[store].is_weight_function() && !c.reference;
-  }
-  Accumulator& store_acc(size_t store, const ProbeConfig& c) {
-    return accs.at(key_of(specs[store].weight, c.queries));
-  }
-  Accumulator& rule_acc(size_t rule, size_t g, const ProbeConfig& c) {
-    return accs.at(key_of(softmax_weight(rule_beta[rule][g]), c.rule_queries));
-  }
-};
+}  // namespace
 
-ProbePlan make_plan(const ProbeConfig& config) {
+ProbePlan plan_probe(const ProbeConfig& config) {
+  config.validate();
   ProbePlan plan;
+  plan.config = config;
+  std::map<AccKey, ProbeSum> sums;
   auto need = [&](const WeightFunction& w, int64_t q, int64_t M) {
-    Accumulator& a = plan.accs[key_of(w, q)];
+    ProbeSum& a = sums[key_of(w, q)];
     a.weight = w;
-    a.q = q;
+    a.queries = q;
     a.end = std::max(a.end, M);
-    a.snapshots.insert(M);
+    a.snapshots.push_back(M);
   };
   for (const auto& name : config.store_names()) {
     plan.specs.push_back(StoreSpec::parse(name, config.beta));
     plan.grids.push_back(store_grid(config, name));
-    if (plan.streamed(plan.specs.size() - 1, config))
+    if (streamed(plan.specs.back(), config))
       for (int64_t M : plan.grids.back()) need(plan.specs.back().weight, config.queries, M);
   }
   plan.rule_grid = rule_grid(config);
@@ -201,13 +191,30 @@ ProbePlan make_plan(const ProbeConfig& config) {
       need(softmax_weight(plan.rule_beta.back().back()), config.rule_queries, M);
     }
   }
-  for (auto& [key, a] : plan.accs) {
-    plan.boundaries.insert(a.snapshots.begin(), a.snapshots.end());
+  std::map<AccKey, int64_t> index;
+  std::set<int64_t> boundaries;
+  for (auto& [key, a] : sums) {
+    std::sort(a.snapshots.begin(), a.snapshots.end());
+    a.snapshots.erase(std::unique(a.snapshots.begin(), a.snapshots.end()), a.snapshots.end());
+    boundaries.insert(a.snapshots.begin(), a.snapshots.end());
     plan.end_max = std::max(plan.end_max, a.end);
-    plan.work += static_cast<double>(a.q) * static_cast<double>(a.end);
+    plan.work += static_cast<double>(a.queries) * static_cast<double>(a.end);
+    index[key] = static_cast<int64_t>(plan.sums.size());
+    plan.sums.push_back(a);
+  }
+  plan.boundaries.assign(boundaries.begin(), boundaries.end());
+  for (const auto& spec : plan.specs)
+    plan.store_sum.push_back(streamed(spec, config) ? index.at(key_of(spec.weight, config.queries))
+                                                    : -1);
+  for (const auto& betas : plan.rule_beta) {
+    plan.rule_sum.emplace_back();
+    for (double beta : betas)
+      plan.rule_sum.back().push_back(index.at(key_of(softmax_weight(beta), config.rule_queries)));
   }
   return plan;
 }
+
+namespace {
 
 // Adds memories [c0, c1) (keys K, values V) to the accumulators active there, with torch ops on
 // any device: the reference of the fused CPU path below, and the path on CUDA. The similarities
@@ -387,15 +394,14 @@ std::vector<int64_t> rule_grid(const ProbeConfig& config) {
   return grid;
 }
 
-double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown) {
-  config.validate();
-  const ProbePlan plan = make_plan(config);
+double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown) {
+  const ProbeConfig& config = plan.config;
   const double dkv = static_cast<double>(config.d_k + config.d_v);
   double direct = 0, samples = 0;
   for (size_t s = 0; s < plan.specs.size(); ++s) {
     const auto& grid = plan.grids[s];
     for (int64_t M : grid) samples += static_cast<double>(std::min(config.queries, M));
-    if (!plan.streamed(s, config)) {
+    if (plan.store_sum[s] < 0) {
       const auto M = static_cast<double>(grid.back());
       const auto n = static_cast<double>(std::min(config.queries, grid.back()));
       // fp32 keys and values, their fp64 copies and the store's, weights and interference
@@ -410,9 +416,9 @@ double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown) 
   // chunk of keys and values.
   const auto chunk = static_cast<double>(config.chunk);
   double q_max = 0, stream = 0;
-  for (const auto& [key, a] : plan.accs) {
-    q_max = std::max(q_max, static_cast<double>(a.q));
-    stream += 4 * static_cast<double>(a.q) * (static_cast<double>(config.d_v) + 1);
+  for (const auto& a : plan.sums) {
+    q_max = std::max(q_max, static_cast<double>(a.queries));
+    stream += 4 * static_cast<double>(a.queries) * (static_cast<double>(config.d_v) + 1);
   }
   stream += 4 * (2 * q_max * chunk + 16384 * dkv + chunk * dkv);
   samples *= 8 * 2 * static_cast<double>(config.trials);  // per trial, and its accumulator's copy
@@ -420,7 +426,7 @@ double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown) 
     *breakdown = fmt::format(
         "{} streamed for {} accumulators, {} for the largest direct store, {} "
         "of ISR samples",
-        format_bytes(stream), plan.accs.size(), format_bytes(direct), format_bytes(samples));
+        format_bytes(stream), plan.sums.size(), format_bytes(direct), format_bytes(samples));
   return stream + direct + samples;
 }
 
@@ -431,28 +437,30 @@ using TrialSamples = std::vector<std::vector<std::vector<double>>>;
 
 // Streams one trial's memories through the plan's accumulators in chunks, snapshotting the ISR at
 // every grid point; adds the products' flops to result.flops and the work to `done`.
-void stream_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& stream,
+void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryStream& stream,
                   const ProgressFn& progress, double& done, ProbeResult& result) {
+  const ProbeConfig& config = plan.config;
   const bool fused = fast_kernels(config.device);
   const double total_work = plan.work * static_cast<double>(config.trials);
   ProbeProfile& profile = result.profile;
   int64_t q_max = 0;
-  for (const auto& [key, a] : plan.accs) q_max = std::max(q_max, a.q);
+  for (const auto& a : accs) q_max = std::max(q_max, a.q);
   torch::Tensor queries;
   auto t_queries = std::chrono::steady_clock::now();
   if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
   profile.generate += seconds_since(t_queries);
-  for (auto& [key, a] : plan.accs) a.start(config.d_v, config.device);
+  for (auto& a : accs) a.start(config.d_v, config.device);
   for (int64_t c0 = 0; c0 < plan.end_max;) {
     // chunks end at grid points, and on the fused path also at the stream's blocks (whose
     // transposed keys they read in place)
-    int64_t c1 = std::min({*plan.boundaries.upper_bound(c0), c0 + config.chunk, plan.end_max});
+    int64_t c1 = std::min({*std::upper_bound(plan.boundaries.begin(), plan.boundaries.end(), c0),
+                           c0 + config.chunk, plan.end_max});
     if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
     auto t = std::chrono::steady_clock::now();
     auto [K, V] = stream.get(c0, c1);
     profile.generate += seconds_since(t);
     std::vector<Accumulator*> active;
-    for (auto& [key, a] : plan.accs)
+    for (auto& a : accs)
       if (a.end > c0) active.push_back(&a);
     int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
     for (auto* a : active) q_active = std::max(q_active, a->q);
@@ -474,17 +482,18 @@ void stream_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& stre
 // This trial's samples: each store's from its accumulator's snapshots (or computed directly for
 // the stores that are no weight function, and with config.reference), each rule point's pooled
 // over trials.
-void collect_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& stream,
-                   std::vector<TrialSamples>& store_isr,
+void collect_trial(const ProbePlan& plan, const std::vector<Accumulator>& accs,
+                   MemoryStream& stream, std::vector<TrialSamples>& store_isr,
                    std::vector<std::vector<std::vector<double>>>& rule_pool,
                    ProbeProfile& profile) {
+  const ProbeConfig& config = plan.config;
   for (size_t s = 0; s < plan.specs.size(); ++s) {
     const auto& grid = plan.grids[s];
     store_isr[s].resize(grid.size());
     for (size_t g = 0; g < grid.size(); ++g) {
       std::vector<double> sample;
-      if (plan.streamed(s, config)) {
-        const auto& full = plan.store_acc(s, config).isr.at(grid[g]);
+      if (plan.store_sum[s] >= 0) {
+        const auto& full = accs[static_cast<size_t>(plan.store_sum[s])].isr.at(grid[g]);
         sample.assign(full.begin(), full.begin() + std::min<int64_t>(config.queries, grid[g]));
       } else {
         const auto t = std::chrono::steady_clock::now();
@@ -497,7 +506,7 @@ void collect_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& str
   }
   for (size_t r = 0; r < config.rules.size(); ++r)
     for (size_t g = 0; g < plan.rule_grid.size(); ++g) {
-      const auto& full = plan.rule_acc(r, g, config).isr.at(plan.rule_grid[g]);
+      const auto& full = accs[static_cast<size_t>(plan.rule_sum[r][g])].isr.at(plan.rule_grid[g]);
       rule_pool[r][g].insert(
           rule_pool[r][g].end(), full.begin(),
           full.begin() + std::min<int64_t>(config.rule_queries, plan.rule_grid[g]));
@@ -506,8 +515,8 @@ void collect_trial(ProbePlan& plan, const ProbeConfig& config, MemoryStream& str
 
 // Store s's curve (pooled over trials, beside theory) and capacity: where the pooled median and
 // RMS cross 1, the trials' median crossings as the range, the SEM of the trials' RMS crossings.
-StoreResult reduce_store(const ProbePlan& plan, size_t s, const ProbeConfig& config,
-                         const TrialSamples& isr) {
+StoreResult reduce_store(const ProbePlan& plan, size_t s, const TrialSamples& isr) {
+  const ProbeConfig& config = plan.config;
   StoreResult out;
   out.store = plan.specs[s].name();
   const auto& grid = plan.grids[s];
@@ -555,8 +564,9 @@ StoreResult reduce_store(const ProbePlan& plan, size_t s, const ProbeConfig& con
 }
 
 // Rule r's curve: the pooled ISR per length beside softmax theory at the rule's beta.
-RuleResult reduce_rule(const ProbePlan& plan, size_t r, const ProbeConfig& config,
+RuleResult reduce_rule(const ProbePlan& plan, size_t r,
                        const std::vector<std::vector<double>>& pool) {
+  const ProbeConfig& config = plan.config;
   RuleResult out;
   out.rule = config.rules[r];
   out.ref_len = config.ref_len;
@@ -574,12 +584,12 @@ RuleResult reduce_rule(const ProbePlan& plan, size_t r, const ProbeConfig& confi
 
 }  // namespace
 
-ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
-  config.validate();
+ProbeResult run_probe(const ProbePlan& plan, const ProgressFn& progress) {
+  const ProbeConfig& config = plan.config;
   const auto t0 = std::chrono::steady_clock::now();
   ProbeResult result;
   result.config = config;
-  ProbePlan plan = make_plan(config);
+  std::vector<Accumulator> accs(plan.sums.begin(), plan.sums.end());
   double done = 0;
   std::vector<TrialSamples> store_isr(plan.specs.size());
   // per rule, per rule_grid point: the samples of every trial
@@ -587,16 +597,20 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
       config.rules.size(), std::vector<std::vector<double>>(plan.rule_grid.size()));
   for (int64_t trial = 0; trial < config.trials; ++trial) {
     MemoryStream stream(config.seed, trial, config.d_k, config.d_v, config.device);
-    stream_trial(plan, config, stream, progress, done, result);
-    collect_trial(plan, config, stream, store_isr, rule_pool, result.profile);
+    stream_trial(plan, accs, stream, progress, done, result);
+    collect_trial(plan, accs, stream, store_isr, rule_pool, result.profile);
   }
   for (size_t s = 0; s < plan.specs.size(); ++s)
-    result.stores.push_back(reduce_store(plan, s, config, store_isr[s]));
+    result.stores.push_back(reduce_store(plan, s, store_isr[s]));
   for (size_t r = 0; r < config.rules.size(); ++r)
-    result.rules.push_back(reduce_rule(plan, r, config, rule_pool[r]));
+    result.rules.push_back(reduce_rule(plan, r, rule_pool[r]));
   synchronize(config.device);
   result.seconds = seconds_since(t0);
   return result;
+}
+
+ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress) {
+  return run_probe(plan_probe(config), progress);
 }
 
 }  // namespace recall

@@ -10,6 +10,10 @@
 
 #include "recall/core/device.h"
 
+namespace recall {
+struct ProbeConfig;
+}
+
 namespace recall::cli {
 
 using Action = std::function<int()>;
@@ -43,6 +47,13 @@ void add_commands(CLI::App& app, Action& action, int& threads);
 
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);
+// The probe's flags on `cmd`, bound to `c` (probe and bench probe), and the rules and device they
+// name, resolved into `c` and validated (cmd_probe.cpp).
+void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& rules, bool& no_rules,
+                     std::string& device);
+void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool no_rules,
+                   const std::string& device);
+// `recall bench` and its `probe` (cmd_bench.cpp).
 void add_bench(CLI::App& root, Action& action);
 // Adds `train` under the `bench` subcommand (recall/bench_train.h).
 void add_bench_train(CLI::App& bench, Action& action);

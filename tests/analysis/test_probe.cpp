@@ -141,6 +141,34 @@ TEST(Probe, SameSeedGivesIdenticalJson) {
   EXPECT_NE(probe_json(run_probe(c)), probe_json(run_probe(other)));
 }
 
+TEST(Probe, OnePlanServesTheEstimateAndEveryRun) {
+  // Rules none and su read one running sum at M = L (beta_0 both), su others past it; least
+  // squares is built directly; chunks end at every M read.
+  ProbeConfig c;
+  c.stores = {"least_squares", "relu", "softmax"};
+  c.m = {64, 256, 2048};
+  c.queries = 64;
+  c.ref_len = 256;
+  c.rule_m_max = 1024;
+  c.rules = {BetaRule::kNone, BetaRule::kSu};
+  c.trials = 2;
+  const ProbePlan plan = plan_probe(c);
+  ASSERT_EQ(plan.store_sum.size(), 3u);
+  EXPECT_EQ(plan.store_sum[0], -1);
+  EXPECT_EQ(plan.rule_sum[0][0], plan.rule_sum[1][0]);
+  EXPECT_EQ(plan.rule_sum[0][0], plan.rule_sum[0][2]);  // a fixed beta: one sum, read thrice
+  EXPECT_NE(plan.rule_sum[1][1], plan.rule_sum[1][2]);
+  EXPECT_EQ(plan.sums.size(), 5u);  // relu, softmax, the rules' beta_0, su at 2L and 4L
+  EXPECT_EQ(plan.boundaries, (std::vector<int64_t>{64, 256, 512, 1024, 2048}));
+  EXPECT_EQ(plan.end_max, 2048);
+  EXPECT_GT(estimate_probe_memory(plan, nullptr), 0.0);
+  const std::string once = probe_json(run_probe(plan));
+  EXPECT_EQ(probe_json(run_probe(plan)), once);  // a plan is read, never changed, by a run
+  EXPECT_EQ(probe_json(run_probe(c)), once);
+  c.trials = 0;
+  EXPECT_THROW(plan_probe(c), std::invalid_argument);
+}
+
 TEST(Probe, AutomaticGridEndsPastCapacity) {
   ProbeConfig c;
   for (const char* name : {"outer_product", "relu2", "softmax"}) {

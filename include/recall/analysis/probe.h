@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "recall/stores/beta_rule.h"
+#include "recall/stores/store.h"
+#include "recall/stores/weight_function.h"
 
 namespace recall {
 
@@ -110,15 +112,45 @@ struct ProbeResult {
   double flops = 0;  // multiply-adds x 2 of the similarity and recall products
 };
 
+// One running sum A_j = sum_{i != j} (sigma(s_ij) / sigma(1)) v_i over the memory stream, for the
+// first `queries` stored keys: shared by every store and rule point with the same weight function
+// and queries, read (its ISR snapshotted) at each M of `snapshots`, and streamed up to `end`.
+struct ProbeSum {
+  WeightFunction weight;
+  int64_t queries = 0, end = 0;
+  std::vector<int64_t> snapshots;  // ascending
+};
+
+// What a probe computes, derived once from its config: the stores and their M grids, the rule
+// points and their betas, and the running sums they read. Built by plan_probe, read by
+// run_probe and estimate_probe_memory (and again by every run of the same plan).
+struct ProbePlan {
+  ProbeConfig config;
+  std::vector<StoreSpec> specs;
+  std::vector<std::vector<int64_t>> grids;  // per store
+  std::vector<int64_t> rule_grid;
+  std::vector<std::vector<double>> rule_beta;  // per rule, per rule_grid point
+  std::vector<ProbeSum> sums;
+  std::vector<int64_t> store_sum;              // per store: index in sums; -1: computed directly
+  std::vector<std::vector<int64_t>> rule_sum;  // per rule, per rule_grid point: index in sums
+  std::vector<int64_t> boundaries;             // every snapshot M, ascending: chunks end there
+  int64_t end_max = 0;                         // the longest sum's end
+  double work = 0;                             // memory-queries per trial
+};
+
+// Validates the config (std::invalid_argument naming the field) and plans it.
+ProbePlan plan_probe(const ProbeConfig& config);
+
 // progress(done, total) is called after each chunk; work is counted in memory-queries.
 using ProgressFn = std::function<void(double done, double total)>;
+ProbeResult run_probe(const ProbePlan& plan, const ProgressFn& progress = nullptr);
 ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress = nullptr);
 
-// Estimated peak bytes of run_probe(config): the streamed fp32 buffers (similarities q x chunk,
-// per accumulator its sums q x d_v and weights q x chunk, the memory stream's block), the fp64
+// Estimated peak bytes of run_probe(plan): the streamed fp32 buffers (similarities q x chunk, per
+// running sum its sums q x d_v and weights q x chunk, the memory stream's block), the fp64
 // matrices of the stores computed directly (keys and values of the largest M, weights q x M), and
 // the ISR samples kept. `breakdown` gets the parts in words.
-double estimate_probe_memory(const ProbeConfig& config, std::string* breakdown);
+double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown);
 
 // The M grid each store is probed at, and each rule.
 std::vector<int64_t> store_grid(const ProbeConfig& config, const std::string& store);
