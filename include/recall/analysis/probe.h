@@ -95,7 +95,7 @@ struct RuleResult {
 // Where a probe's time went, in seconds of thread time summed over threads (work inside the
 // parallel regions counts once per thread that did it; the rest is wall time on one thread).
 struct ProbeProfile {
-  double generate = 0;    // drawing and normalising the memories
+  double generate = 0;    // drawing and normalising the memories (wall time of its regions)
   double similarity = 0;  // the products queries x keys
   double weights = 0;     // sigma(s) / sigma(1), and taking out each query's own term
   double accumulate = 0;  // the products weights x values into the sums
