@@ -25,7 +25,7 @@
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/models/block.h"
-#include "recall/train/adamw.h"
+#include "recall/train/fused_adamw.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
 #include "recall/train/metrics.h"
