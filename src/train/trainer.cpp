@@ -68,6 +68,23 @@ double best_eval_loss(const std::string& run_dir) {
   return best;
 }
 
+// The parameters the model's modules register (transformer, block, attention, norm), without
+// building it: the embeddings and head, per block two norms (one without a feed-forward), the
+// attention's projections, biases, memory key/values, convolution and ssmax scales, and the
+// feed-forward's `ffn_params`; the final norm.
+double model_parameters(const ModelConfig& m, double ffn_params) {
+  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size);
+  const double norm = m.norm == NormKind::kLayerNorm && m.bias ? 2 * d : d;  // gain (and bias)
+  const double attn = 4 * d * d + (m.bias ? 4 * d : 0) +
+                      2 * static_cast<double>(m.attn_mem_kv) * d +
+                      3 * d * static_cast<double>(m.attn_conv) +
+                      (m.attn_rule == BetaRule::kSsmax ? static_cast<double>(m.n_heads) : 0);
+  const double block = m.ffn == FfnKind::kNone ? norm + attn : 2 * norm + attn + ffn_params;
+  return V * d * (m.tied_head ? 1 : 2) +
+         (m.pos == PosKind::kLearned ? static_cast<double>(m.seq_len) * d : 0) +
+         static_cast<double>(m.n_layers) * block + norm;
+}
+
 }  // namespace
 
 Batch to_device(const Batch& b, const torch::Device& device) {
@@ -178,9 +195,7 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
     case FfnKind::kNone:
       break;
   }
-  const double params =
-      V * d * (m.tied_head ? 1 : 2) + (m.pos == PosKind::kLearned ? T * d : 0) +
-      L * (4 * d * d + ffn_params + 2 * static_cast<double>(m.attn_mem_kv) * d + 4 * d) + 2 * d;
+  const double params = model_parameters(m, ffn_params);
   const double state = 4 * params * (3 + std::max(workers, 1));  // weights, 2 moments, gradients
   const double acts = 4 * B * T * (L * (12 * d + 3 * hidden) + 4 * V) + 4 * 3 * L * B * H * T * T;
   const double ckpt = 4 * params * 3;
