@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/cli/commands.h"
+#include "recall/cli/app.h"
 #include "recall/train/task.h"
 
 namespace {

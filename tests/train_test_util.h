@@ -1,6 +1,5 @@
 // Helpers for the training tests: temporary run folders, a tiny config, and running the real CLI.
 #pragma once
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "recall/core/spawn.h"
 #include "recall/train/train_config.h"
 
 namespace recall::test {
@@ -76,30 +76,29 @@ struct Proc {
   std::string out_file, err_file;
 };
 
-// Starts the CLI with `args`, its stdout and stderr going to files in `dir` (named after `tag`),
-// with `env` ("NAME=value") added to its environment and `prefix` (a program and its arguments,
-// such as `ip netns exec NAME`) run in front of it.
+// Starts the CLI with `args` in a process group of its own (as a shell starts a job: kill(-pid) is
+// a terminal's Ctrl-C), its stdout and stderr going to files in `dir` (named after `tag`), with
+// `env` ("NAME=value") set in its environment and `prefix` (a program and its arguments, such as
+// `ip netns exec NAME`) run in front of it.
+inline Proc spawn_cli(const std::vector<std::string>& args, const std::filesystem::path& dir,
+                      const std::vector<std::string>& env = {}, const std::string& tag = "",
+                      const std::vector<std::string>& prefix = {}) {
+  Proc p{-1, (dir / (tag + "stdout.txt")).string(), (dir / (tag + "stderr.txt")).string()};
+  std::vector<std::string> argv = prefix;
+  argv.push_back(RECALL_BINARY);
+  argv.insert(argv.end(), args.begin(), args.end());
+  SpawnOptions options;
+  options.stdout_file = p.out_file;
+  options.stderr_file = p.err_file;
+  options.own_group = true;
+  options.env = env;
+  p.pid = spawn(argv, options).pid;
+  return p;
+}
 inline Proc spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
                       const std::vector<std::string>& env = {}, const std::string& tag = "",
                       const std::vector<std::string>& prefix = {}) {
-  Proc p{-1, dir / (tag + "stdout.txt"), dir / (tag + "stderr.txt")};
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    ::setpgid(0, 0);  // its own group, as a shell starts a job: kill(-pid) is a terminal's Ctrl-C
-    const int out = ::open(p.out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(p.err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    for (const auto& a : prefix) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(const_cast<char*>(RECALL_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return p;
+  return spawn_cli(args, dir.path(), env, tag, prefix);
 }
 
 // The states (/proc/PID/stat: R running, S sleeping, T stopped, ...) of process `pid` and its
@@ -134,9 +133,7 @@ inline std::string wait_for_stopped(pid_t pid, bool stopped) {
 
 // Exit code, or 128 + signal when killed by a signal.
 inline int wait_cli(const Proc& p) {
-  int status = 0;
-  ::waitpid(p.pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return wait_child(p.pid);
 }
 
 struct CliResult {

@@ -1,4 +1,6 @@
 // The recall command line, built apart from main() so that the fuzzer parses the same one.
+#include "recall/cli/app.h"
+
 #include "commands.h"
 #include "output.h"
 

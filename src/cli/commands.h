@@ -1,6 +1,6 @@
 // Each subcommand lives in its own file and registers itself here. add_X(root, action) adds the
-// subcommand and, when it is chosen, stores in `action` the work to run after parsing (so that
-// --threads is applied first). The action returns the process exit code.
+// subcommand and, when it is chosen, stores in `action` the work to run after parsing
+// (recall/cli/app.h).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "recall/cli/app.h"
 #include "recall/core/device.h"
 
 namespace recall {
@@ -15,8 +16,6 @@ struct ProbeConfig;
 }
 
 namespace recall::cli {
-
-using Action = std::function<int()>;
 
 // Adds --device (cpu, the default, cuda or cuda:N) to `cmd`, bound to `device`; the action turns it
 // into a torch::Device with parse_device (recall/core/device.h), which refuses what is not here.
@@ -41,9 +40,6 @@ std::function<int(int64_t)> stop_on_signal();
 // --max-memory SIZE (512M, 4G ...) into `bytes`: the limit that the command's memory estimate
 // must stay under, instead of what the machine has free (recall/core/machine.h check_memory).
 void add_max_memory(CLI::App* cmd, int64_t& bytes);
-
-// The whole command line: --threads (into `threads`) and every subcommand below.
-void add_commands(CLI::App& app, Action& action, int& threads);
 
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);

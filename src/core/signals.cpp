@@ -136,11 +136,6 @@ int SignalRelay::relay(const std::vector<pid_t>& children) {
   return first_;
 }
 
-void reset_signals_in_child() {
-  const sigset_t set = received_set();
-  sigprocmask(SIG_UNBLOCK, &set, nullptr);  // dispositions were never changed: exec resets them
-}
-
 void reset_signals_on_spawn(posix_spawnattr_t& attr, bool own_group) {
   sigset_t mask;
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 
 #include "recall/core/signals.h"
 
@@ -35,6 +36,24 @@ struct SpawnState {
   }
 };
 
+// recall's environment with `extra` ("NAME=value") set over it, null-terminated; the pointers
+// point into `extra` and environ.
+std::vector<char*> child_environment(const std::vector<std::string>& extra) {
+  std::vector<char*> out;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    const auto name = entry.substr(0, eq == std::string_view::npos ? 0 : eq + 1);  // with its '='
+    bool replaced = false;
+    for (const auto& x : extra)
+      replaced |= !name.empty() && std::string_view(x).substr(0, name.size()) == name;
+    if (!replaced) out.push_back(*e);
+  }
+  for (const auto& x : extra) out.push_back(const_cast<char*>(x.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace
 
 Child spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
@@ -58,11 +77,13 @@ Child spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> env = child_environment(options.env);
   Child child;
   // glibc reports a failed exec (or open) as posix_spawn's own error
-  const int err = argv[0].find('/') == std::string::npos
-                      ? posix_spawnp(&child.pid, args[0], &s.actions, &s.attr, args.data(), environ)
-                      : posix_spawn(&child.pid, args[0], &s.actions, &s.attr, args.data(), environ);
+  const int err =
+      argv[0].find('/') == std::string::npos
+          ? posix_spawnp(&child.pid, args[0], &s.actions, &s.attr, args.data(), env.data())
+          : posix_spawn(&child.pid, args[0], &s.actions, &s.attr, args.data(), env.data());
   if (err != 0)
     throw std::runtime_error(fmt::format("cannot start {}: {}", argv[0], std::strerror(err)));
   if (options.stdout_pipe) {

@@ -258,159 +258,198 @@ class Machine {
     return v;
   }
 
+  // One opcode: each group's handler takes the opcodes it knows and returns whether it did.
   void step(unsigned char op) {
+    if (!stack_op(op) && !scalar_op(op) && !container_op(op) && !object_op(op) && !memo_op(op))
+      throw refuse(fmt::format("opcode 0x{:02x} is not one recall reads", op));
+  }
+
+  // Framing and the stack itself: PROTO, FRAME, MARK, POP, POP_MARK, DUP.
+  bool stack_op(unsigned char op) {
     switch (op) {
       case 0x80:
         take(1);
-        return;  // PROTO
+        return true;  // PROTO
       case 0x95:
         take(8);
-        return;  // FRAME: a length hint only
+        return true;  // FRAME: a length hint only
       case '(':
         marks_.push_back(stack_.size());
-        return;
+        return true;
       case '0':
         pop();
-        return;
+        return true;
       case '1':
         pop_mark();
-        return;
+        return true;
       case '2':
         push(top());
-        return;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // LONG1, LONG4: little-endian two's complement of n bytes.
+  int64_t take_long(unsigned char op) {
+    const uint64_t n = take_uint(op == 0x8a ? 1 : 4);
+    const auto s = take(n);
+    if (n > 8) throw refuse("an integer wider than 64 bits");
+    uint64_t u = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      u |= static_cast<uint64_t>(static_cast<unsigned char>(s[i])) << (8 * i);
+    if (n > 0 && n < 8 && (static_cast<unsigned char>(s[n - 1]) & 0x80))
+      u |= ~uint64_t{0} << (8 * n);
+    return static_cast<int64_t>(u);
+  }
+
+  // BINFLOAT: a big-endian double.
+  double take_double() {
+    const auto s = take(8);
+    uint64_t u = 0;
+    for (int i = 0; i < 8; ++i) u = (u << 8) | static_cast<unsigned char>(s[i]);
+    double f = 0;
+    std::memcpy(&f, &u, 8);
+    return f;
+  }
+
+  // None, bools, ints, floats, strings and bytes.
+  bool scalar_op(unsigned char op) {
+    switch (op) {
       case 'N':
         push(make(Kind::kNone));
-        return;
+        return true;
       case 0x88:
       case 0x89: {
         auto v = make(Kind::kBool);
         v->i = op == 0x88;
         push(v);
-        return;
+        return true;
       }
       case 'J':
         push_int(static_cast<int32_t>(take_uint(4)));
-        return;
+        return true;
       case 'K':
         push_int(static_cast<int64_t>(take_uint(1)));
-        return;
+        return true;
       case 'M':
         push_int(static_cast<int64_t>(take_uint(2)));
-        return;
+        return true;
       case 0x8a:
-      case 0x8b: {  // LONG1, LONG4: little-endian two's complement of n bytes
-        const uint64_t n = take_uint(op == 0x8a ? 1 : 4);
-        const auto s = take(n);
-        if (n > 8) throw refuse("an integer wider than 64 bits");
-        uint64_t u = 0;
-        for (uint64_t i = 0; i < n; ++i)
-          u |= static_cast<uint64_t>(static_cast<unsigned char>(s[i])) << (8 * i);
-        if (n > 0 && n < 8 && (static_cast<unsigned char>(s[n - 1]) & 0x80))
-          u |= ~uint64_t{0} << (8 * n);
-        push_int(static_cast<int64_t>(u));
-        return;
-      }
-      case 'G': {  // BINFLOAT: big-endian double
-        const auto s = take(8);
-        uint64_t u = 0;
-        for (int i = 0; i < 8; ++i) u = (u << 8) | static_cast<unsigned char>(s[i]);
+      case 0x8b:
+        push_int(take_long(op));
+        return true;
+      case 'G': {
         auto v = make(Kind::kFloat);
-        std::memcpy(&v->f, &u, 8);
+        v->f = take_double();
         push(v);
-        return;
+        return true;
       }
-      case 'X':
-        push_string(Kind::kString, take(take_uint(4)));
-        return;
+      case 'X':  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, BINSTRING, SHORT_BINSTRING
       case 0x8c:
-        push_string(Kind::kString, take(take_uint(1)));
-        return;
       case 0x8d:
-        push_string(Kind::kString, take(take_uint(8)));
-        return;
       case 'T':
-        push_string(Kind::kString, take(take_uint(4)));
-        return;
       case 'U':
-        push_string(Kind::kString, take(take_uint(1)));
-        return;
-      case 'B':
-        push_string(Kind::kBytes, take(take_uint(4)));
-        return;
+        push_string(Kind::kString, take(take_uint(length_bytes(op))));
+        return true;
+      case 'B':  // BINBYTES, SHORT_BINBYTES, BINBYTES8
       case 'C':
-        push_string(Kind::kBytes, take(take_uint(1)));
-        return;
       case 0x8e:
-        push_string(Kind::kBytes, take(take_uint(8)));
-        return;
+        push_string(Kind::kBytes, take(take_uint(length_bytes(op))));
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // The width of a string's or bytes' length prefix.
+  static int length_bytes(unsigned char op) {
+    switch (op) {
+      case 0x8c:
+      case 'U':
+      case 'C':
+        return 1;
+      case 0x8d:
+      case 0x8e:
+        return 8;
+      default:
+        return 4;
+    }
+  }
+
+  // Lists (sets and frozensets become lists), tuples and dicts, and what adds to them.
+  bool container_op(unsigned char op) {
+    switch (op) {
       case ']':
+      case 0x8f:  // EMPTY_SET
         push(make(Kind::kList));
-        return;
-      case 0x8f:
-        push(make(Kind::kList));
-        return;  // EMPTY_SET
-      case 'l': {
+        return true;
+      case 'l':
+      case 0x91: {  // LIST, FROZENSET
         auto v = make(Kind::kList);
         v->items = pop_mark();
         push(v);
-        return;
-      }
-      case 0x91: {  // FROZENSET
-        auto v = make(Kind::kList);
-        v->items = pop_mark();
-        push(v);
-        return;
+        return true;
       }
       case 'a': {
         auto item = pop();
         append(*top(), {item});
-        return;
+        return true;
       }
       case 'e':
       case 0x90: {  // APPENDS, ADDITEMS
         auto items = pop_mark();
         append(*top(), items);
-        return;
+        return true;
       }
       case ')':
         push_tuple({});
-        return;
+        return true;
       case 't':
         push_tuple(pop_mark());
-        return;
+        return true;
       case 0x85:
       case 0x86:
-      case 0x87: {
+      case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
         const size_t n = op - 0x84u;
         std::vector<PickleRef> items(n);
         for (size_t i = n; i-- > 0;) items[i] = pop();
         push_tuple(std::move(items));
-        return;
+        return true;
       }
       case '}':
         push(make(Kind::kDict));
-        return;
+        return true;
       case 'd': {
         auto v = make(Kind::kDict);
         set_items(*v, pop_mark());
         push(v);
-        return;
+        return true;
       }
       case 's': {
         auto value = pop();
         auto key = pop();
         set_items(*top(), {key, value});
-        return;
+        return true;
       }
       case 'u': {
         auto kv = pop_mark();
         set_items(*top(), kv);
-        return;
+        return true;
       }
+      default:
+        return false;
+    }
+  }
+
+  // Globals, the calls that build objects from them (call() knows which it builds), BUILD, and
+  // torch's persistent ids.
+  bool object_op(unsigned char op) {
+    switch (op) {
       case 'c': {
         const std::string module = take_line();
         push_string(Kind::kGlobal, module + "." + take_line());
-        return;
+        return true;
       }
       case 0x93: {  // STACK_GLOBAL
         auto name = pop();
@@ -418,60 +457,59 @@ class Machine {
         if (module->kind != Kind::kString || name->kind != Kind::kString)
           throw refuse("STACK_GLOBAL of a non-string");
         push_string(Kind::kGlobal, module->s + "." + name->s);
-        return;
+        return true;
       }
-      case 'R': {
+      case 'R':     // REDUCE callable args
+      case 0x81:    // NEWOBJ cls args
+      case 0x92: {  // NEWOBJ_EX cls args kwargs
+        if (op == 0x92) pop();
         auto args = pop();
         auto callable = pop();
-        if (args->kind != Kind::kTuple) throw refuse("REDUCE without an argument tuple");
+        if (args->kind != Kind::kTuple)
+          throw refuse(fmt::format("{} without an argument tuple", op == 'R'    ? "REDUCE"
+                                                                   : op == 0x81 ? "NEWOBJ"
+                                                                                : "NEWOBJ_EX"));
         push(call(callable, args->items));
-        return;
-      }
-      case 0x81: {  // NEWOBJ cls args
-        auto args = pop();
-        auto cls = pop();
-        if (args->kind != Kind::kTuple) throw refuse("NEWOBJ without an argument tuple");
-        push(call(cls, args->items));
-        return;
-      }
-      case 0x92: {  // NEWOBJ_EX cls args kwargs
-        pop();
-        auto args = pop();
-        auto cls = pop();
-        if (args->kind != Kind::kTuple) throw refuse("NEWOBJ_EX without an argument tuple");
-        push(call(cls, args->items));
-        return;
+        return true;
       }
       case 'b':
         pop();
         top();
-        return;  // BUILD: object state; no object here runs code
-      case 'q':
-        put(take_uint(1));
-        return;
-      case 'r':
-        put(take_uint(4));
-        return;
-      case 0x94:
-        put(memo_.size());
-        return;  // MEMOIZE
-      case 'h':
-        get(take_uint(1));
-        return;
-      case 'j':
-        get(take_uint(4));
-        return;
-      case 'p':
-        put(parse_decimal(take_line()));
-        return;
-      case 'g':
-        get(parse_decimal(take_line()));
-        return;
+        return true;  // BUILD: object state; no object here runs code
       case 'Q':
         push(persistent(pop()));
-        return;
+        return true;
       default:
-        throw refuse(fmt::format("opcode 0x{:02x} is not one recall reads", op));
+        return false;
+    }
+  }
+
+  // The memo: PUT and GET in their binary and text forms, MEMOIZE.
+  bool memo_op(unsigned char op) {
+    switch (op) {
+      case 'q':
+        put(take_uint(1));
+        return true;
+      case 'r':
+        put(take_uint(4));
+        return true;
+      case 0x94:
+        put(memo_.size());
+        return true;  // MEMOIZE
+      case 'h':
+        get(take_uint(1));
+        return true;
+      case 'j':
+        get(take_uint(4));
+        return true;
+      case 'p':
+        put(parse_decimal(take_line()));
+        return true;
+      case 'g':
+        get(parse_decimal(take_line()));
+        return true;
+      default:
+        return false;
     }
   }
 

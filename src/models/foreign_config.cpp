@@ -38,6 +38,131 @@ void validate(const ModelConfig& c, const std::string& source) {
   }
 }
 
+// Keys that do not change the forward pass of the language model: dropouts (evaluation applies
+// none), token ids, generation defaults, the sequence-classification head (summary_*) and
+// bookkeeping.
+const std::set<std::string>& gpt2_ignored_keys() {
+  static const std::set<std::string> keys = {"architectures",
+                                             "attn_pdrop",
+                                             "embd_pdrop",
+                                             "resid_pdrop",
+                                             "summary_activation",
+                                             "summary_first_dropout",
+                                             "summary_proj_to_labels",
+                                             "summary_type",
+                                             "summary_use_proj",
+                                             "bos_token_id",
+                                             "eos_token_id",
+                                             "pad_token_id",
+                                             "sep_token_id",
+                                             "decoder_start_token_id",
+                                             "initializer_range",
+                                             "task_specific_params",
+                                             "transformers_version",
+                                             "torch_dtype",
+                                             "use_cache",
+                                             "_name_or_path",
+                                             "id2label",
+                                             "label2id",
+                                             "n_ctx",
+                                             "reorder_and_upcast_attn",
+                                             "return_dict",
+                                             "output_hidden_states",
+                                             "output_attentions",
+                                             "torchscript",
+                                             "use_bfloat16",
+                                             "tokenizer_class",
+                                             "prefix",
+                                             "problem_type",
+                                             "finetuning_task",
+                                             "max_length",
+                                             "min_length",
+                                             "do_sample",
+                                             "early_stopping",
+                                             "num_beams",
+                                             "num_beam_groups",
+                                             "diversity_penalty",
+                                             "temperature",
+                                             "top_k",
+                                             "top_p",
+                                             "typical_p",
+                                             "repetition_penalty",
+                                             "length_penalty",
+                                             "no_repeat_ngram_size",
+                                             "encoder_no_repeat_ngram_size",
+                                             "bad_words_ids",
+                                             "num_return_sequences",
+                                             "output_scores",
+                                             "return_dict_in_generate",
+                                             "forced_bos_token_id",
+                                             "forced_eos_token_id",
+                                             "remove_invalid_values",
+                                             "exponential_decay_length_penalty",
+                                             "suppress_tokens",
+                                             "begin_suppress_tokens",
+                                             "chunk_size_feed_forward",
+                                             "tf_legacy_loss",
+                                             "_attn_implementation",
+                                             "n_special",
+                                             "predict_special_tokens",
+                                             "gradient_checkpointing"};
+  return keys;
+}
+
+// Keys whose every value but one changes the architecture: that one is accepted.
+const std::map<std::string, nlohmann::json>& gpt2_fixed_keys() {
+  static const std::map<std::string, nlohmann::json> keys = {
+      {"model_type", "gpt2"},
+      {"scale_attn_weights", true},
+      {"scale_attn_by_inverse_layer_idx", false},
+      {"add_cross_attention", false},
+      {"is_encoder_decoder", false},
+      {"is_decoder", false},
+      {"tie_encoder_decoder", false},
+      {"pruned_heads", nlohmann::json::object()}};
+  return keys;
+}
+
+UsageError refused(const std::string& source, const std::string& why) {
+  return UsageError(fmt::format("{}: {}; it is refused", source, why));
+}
+
+// The keys of a GPT-2 config.json that set a field of `c` other than the sizes (MLP width,
+// activation, tied head) or must hold recall's value (the LayerNorm epsilon); false for any other
+// key. `c` holds the sizes already.
+bool read_gpt2_option(const std::string& key, const nlohmann::json& v, ModelConfig& c,
+                      const std::string& source) {
+  if (key == "n_inner") {
+    if (!v.is_null()) {
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % c.d_model != 0)
+        throw refused(source,
+                      fmt::format("n_inner = {}: recall's MLP width is a multiple of n_embd = {}",
+                                  v.dump(), c.d_model));
+      c.ffn_mult = v.get<int64_t>() / c.d_model;
+    }
+  } else if (key == "activation_function") {
+    const std::string a = v.is_string() ? v.get<std::string>() : v.dump();
+    if (a == "gelu")
+      c.activation = Activation::kGelu;
+    else if (a == "gelu_new" || a == "gelu_pytorch_tanh")
+      c.activation = Activation::kGeluTanh;
+    else
+      throw refused(source, fmt::format("activation_function = {}: recall has gelu (exact) and "
+                                        "gelu_new / gelu_pytorch_tanh (its gelu_tanh)",
+                                        a));
+  } else if (key == "layer_norm_epsilon") {
+    if (!v.is_number() || v.get<double>() != kNormEps)
+      throw refused(
+          source, fmt::format("layer_norm_epsilon = {}: recall's LayerNorm uses 1e-05", v.dump()));
+  } else if (key == "tie_word_embeddings") {
+    if (!v.is_boolean()) throw refused(source, "tie_word_embeddings is not true or false");
+    c.tied_head = v.get<bool>();
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ModelConfig model_config_from_nanogpt(const PickleValue& args, const std::string& source) {
@@ -79,87 +204,8 @@ ModelConfig model_config_from_nanogpt(const PickleValue& args, const std::string
 }
 
 ModelConfig model_config_from_gpt2_json(const std::string& text, const std::string& source) {
-  auto refuse = [&](const std::string& why) {
-    return UsageError(fmt::format("{}: {}; it is refused", source, why));
-  };
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw refuse("is not a JSON object");
-  // Keys that do not change the forward pass of the language model: dropouts (evaluation applies
-  // none), token ids, generation defaults, the sequence-classification head (summary_*) and
-  // bookkeeping.
-  static const std::set<std::string> ignored = {"architectures",
-                                                "attn_pdrop",
-                                                "embd_pdrop",
-                                                "resid_pdrop",
-                                                "summary_activation",
-                                                "summary_first_dropout",
-                                                "summary_proj_to_labels",
-                                                "summary_type",
-                                                "summary_use_proj",
-                                                "bos_token_id",
-                                                "eos_token_id",
-                                                "pad_token_id",
-                                                "sep_token_id",
-                                                "decoder_start_token_id",
-                                                "initializer_range",
-                                                "task_specific_params",
-                                                "transformers_version",
-                                                "torch_dtype",
-                                                "use_cache",
-                                                "_name_or_path",
-                                                "id2label",
-                                                "label2id",
-                                                "n_ctx",
-                                                "reorder_and_upcast_attn",
-                                                "return_dict",
-                                                "output_hidden_states",
-                                                "output_attentions",
-                                                "torchscript",
-                                                "use_bfloat16",
-                                                "tokenizer_class",
-                                                "prefix",
-                                                "problem_type",
-                                                "finetuning_task",
-                                                "max_length",
-                                                "min_length",
-                                                "do_sample",
-                                                "early_stopping",
-                                                "num_beams",
-                                                "num_beam_groups",
-                                                "diversity_penalty",
-                                                "temperature",
-                                                "top_k",
-                                                "top_p",
-                                                "typical_p",
-                                                "repetition_penalty",
-                                                "length_penalty",
-                                                "no_repeat_ngram_size",
-                                                "encoder_no_repeat_ngram_size",
-                                                "bad_words_ids",
-                                                "num_return_sequences",
-                                                "output_scores",
-                                                "return_dict_in_generate",
-                                                "forced_bos_token_id",
-                                                "forced_eos_token_id",
-                                                "remove_invalid_values",
-                                                "exponential_decay_length_penalty",
-                                                "suppress_tokens",
-                                                "begin_suppress_tokens",
-                                                "chunk_size_feed_forward",
-                                                "tf_legacy_loss",
-                                                "_attn_implementation",
-                                                "n_special",
-                                                "predict_special_tokens",
-                                                "gradient_checkpointing"};
-  // Keys whose every value but one changes the architecture: that one is accepted.
-  const std::map<std::string, nlohmann::json> fixed = {{"model_type", "gpt2"},
-                                                       {"scale_attn_weights", true},
-                                                       {"scale_attn_by_inverse_layer_idx", false},
-                                                       {"add_cross_attention", false},
-                                                       {"is_encoder_decoder", false},
-                                                       {"is_decoder", false},
-                                                       {"tie_encoder_decoder", false},
-                                                       {"pruned_heads", nlohmann::json::object()}};
+  if (j.is_discarded() || !j.is_object()) throw refused(source, "is not a JSON object");
   ModelConfig c = gpt_shape();
   const std::pair<const char*, int64_t*> ints[] = {{"n_layer", &c.n_layers},
                                                    {"n_head", &c.n_heads},
@@ -167,51 +213,24 @@ ModelConfig model_config_from_gpt2_json(const std::string& text, const std::stri
                                                    {"n_positions", &c.seq_len},
                                                    {"vocab_size", &c.vocab_size}};
   for (const auto& [key, field] : ints) {
-    if (!j.contains(key)) throw refuse(fmt::format("lacks {}", key));
-    if (!j[key].is_number_integer()) throw refuse(fmt::format("{} is not an integer", key));
+    if (!j.contains(key)) throw refused(source, fmt::format("lacks {}", key));
+    if (!j[key].is_number_integer())
+      throw refused(source, fmt::format("{} is not an integer", key));
     *field = j[key].get<int64_t>();
   }
+  const auto& fixed = gpt2_fixed_keys();
   for (const auto& [key, v] : j.items()) {
-    bool known = ignored.count(key) > 0;
+    bool known = gpt2_ignored_keys().count(key) > 0;
     for (const auto& [name, field] : ints) known |= key == name;
     if (auto it = fixed.find(key); it != fixed.end()) {
       if (v != it->second && !(v.is_null() && key == "pruned_heads"))
-        throw refuse(
-            fmt::format("{} = {}: recall's model needs {}", key, v.dump(), it->second.dump()));
+        throw refused(source, fmt::format("{} = {}: recall's model needs {}", key, v.dump(),
+                                          it->second.dump()));
       known = true;
     }
-    if (key == "n_inner") {
-      if (!v.is_null()) {
-        if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % c.d_model != 0)
-          throw refuse(fmt::format("n_inner = {}: recall's MLP width is a multiple of n_embd = {}",
-                                   v.dump(), c.d_model));
-        c.ffn_mult = v.get<int64_t>() / c.d_model;
-      }
-      known = true;
-    } else if (key == "activation_function") {
-      const std::string a = v.is_string() ? v.get<std::string>() : v.dump();
-      if (a == "gelu")
-        c.activation = Activation::kGelu;
-      else if (a == "gelu_new" || a == "gelu_pytorch_tanh")
-        c.activation = Activation::kGeluTanh;
-      else
-        throw refuse(
-            fmt::format("activation_function = {}: recall has gelu (exact) and "
-                        "gelu_new / gelu_pytorch_tanh (its gelu_tanh)",
-                        a));
-      known = true;
-    } else if (key == "layer_norm_epsilon") {
-      if (!v.is_number() || v.get<double>() != kNormEps)
-        throw refuse(
-            fmt::format("layer_norm_epsilon = {}: recall's LayerNorm uses 1e-05", v.dump()));
-      known = true;
-    } else if (key == "tie_word_embeddings") {
-      if (!v.is_boolean()) throw refuse("tie_word_embeddings is not true or false");
-      c.tied_head = v.get<bool>();
-      known = true;
-    }
+    known |= read_gpt2_option(key, v, c, source);
     if (!known)
-      throw refuse(fmt::format("holds {}, an architecture key recall does not know", key));
+      throw refused(source, fmt::format("holds {}, an architecture key recall does not know", key));
   }
   validate(c, source);
   return c;

@@ -21,6 +21,7 @@
 
 #include "recall/core/error.h"
 #include "recall/core/signals.h"
+#include "recall/core/spawn.h"
 #include "recall/core/threads.h"
 #include "recall/train/data_parallel.h"
 
@@ -50,6 +51,18 @@ namespace {
 // may hold less): large enough that per-collective latency is small, small enough that the first
 // buckets start while backward is still running.
 constexpr int64_t kBucketBytes = 1 << 20;
+
+// Set by launch_local in each rank's environment: the launcher's process id.
+constexpr const char* kLauncherPid = "RECALL_LAUNCHER_PID";
+
+// A rank that launch_local started ends with its launcher, even one killed outright (SIGKILL), as
+// a SIGTERM: a stop request.
+void follow_launcher() {
+  const char* launcher = std::getenv(kLauncherPid);
+  if (!launcher || !*launcher) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (std::to_string(::getppid()) != launcher) std::_Exit(128 + SIGTERM);  // it ended before that
+}
 
 int env_int(const char* name, int fallback, int lo, int hi) {
   const char* v = std::getenv(name);
@@ -140,6 +153,82 @@ class DataParallelGroup::Impl {
     if (group) group.release();
     if (store) store.release();
   }
+  // Meeting, step 1: rank 0 serves the TCP store (unless torchrun's agent does), the others
+  // connect to it. `where` names this rank in messages.
+  void open_store(const DistEnv& env, const std::string& where) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(env.master_port);
+    // torchrun's agent serves the store itself and says so
+    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    so.isServer = env.rank == 0 && !(agent && std::string(agent) == "True");
+    so.numWorkers = static_cast<std::size_t>(env.world_size);
+    so.waitWorkers = false;  // the ranks meet below, where the missing ones can be named
+    so.timeout = timeout;    // a client's connect retries until then
+#if TORCH_VERSION_MAJOR >= 2
+    so.useLibUV = false;  // the classic server: the same one in every LibTorch
+#endif
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    } catch (const std::exception& e) {
+      if (env.rank == 0) throw;  // it serves the store: the port is taken, say
+      std::string msg = e.what();
+      if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+      throw DistributedError(fmt::format(
+          "{}: rank 0 did not come within {} s (its store cannot be reached: {}); check that it "
+          "is started with the same MASTER_ADDR:MASTER_PORT",
+          where, timeout.count() / 1000.0, msg));
+    }
+  }
+
+  // Step 2: every rank marks itself present and waits for all others' marks until the deadline.
+  void wait_for_ranks(const DistEnv& env, std::chrono::steady_clock::time_point deadline,
+                      const std::string& where) {
+    auto key = [](int r) { return "recall/joined/" + std::to_string(r); };
+    store->set(key(env.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+    while (!store->check(keys)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> missing;
+        for (int r = 0; r < env.world_size; ++r)
+          if (!store->check({key(r)})) missing.push_back(r);
+        throw DistributedError(fmt::format(
+            "{}: {} did not join within {} s; check that all {} are started with the same "
+            "MASTER_ADDR:MASTER_PORT",
+            where, name_ranks(missing), timeout.count() / 1000.0, env.world_size));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // Step 3: the process group over the store, NCCL for a CUDA device and Gloo for the CPU.
+  void open_group(const DistEnv& env, const torch::Device& device) {
+    if (device.is_cuda()) {
+#ifdef RECALL_HAVE_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
+#else
+      throw UsageError(
+          "distributed training on CUDA needs a build with CUDA and NCCL; this one has neither");
+#endif
+    } else {
+#ifdef RECALL_HAVE_GLOO
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      opts->devices.push_back(ifname && *ifname
+                                  ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                              : is_loopback(env.master_addr)
+                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                  : c10d::ProcessGroupGloo::createDefaultDevice());
+      group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
+#else
+      throw UsageError(
+          "distributed training on the CPU needs Gloo; this build has none (install "
+          "libgloo-dev and rebuild)");
+#endif
+    }
+  }
 #endif
   std::chrono::milliseconds timeout{0};
   bool failed = false;
@@ -217,6 +306,7 @@ class DataParallelGroup::Impl {
 DataParallelGroup::DataParallelGroup(const DistEnv& env, std::chrono::milliseconds timeout,
                                      torch::Device device)
     : env_(env) {
+  follow_launcher();
   if (env.world_size <= 1) return;
   impl_ = std::make_unique<Impl>();
   impl_->timeout = timeout;
@@ -242,72 +332,9 @@ DataParallelGroup::DataParallelGroup(const DistEnv& env, std::chrono::millisecon
     ~QuietC10d() { FLAGS_caffe2_log_level = saved; }
   } quiet;
   try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(env.master_port);
-    // torchrun's agent serves the store itself and says so
-    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    so.isServer = env.rank == 0 && !(agent && std::string(agent) == "True");
-    so.numWorkers = static_cast<std::size_t>(env.world_size);
-    so.waitWorkers = false;  // the ranks meet below, where the missing ones can be named
-    so.timeout = timeout;    // a client's connect retries until then
-#if TORCH_VERSION_MAJOR >= 2
-    so.useLibUV = false;     // the classic server: the same one in every LibTorch
-#endif
-    try {
-      impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-    } catch (const std::exception& e) {
-      if (env.rank == 0) throw;  // it serves the store: the port is taken, say
-      std::string msg = e.what();
-      if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-      throw DistributedError(fmt::format(
-          "{}: rank 0 did not come within {} s (its store cannot be reached: {}); check that it "
-          "is started with the same MASTER_ADDR:MASTER_PORT",
-          where, timeout.count() / 1000.0, msg));
-    }
-    // Every rank marks itself present and waits for all others' marks until the deadline.
-    auto key = [](int r) { return "recall/joined/" + std::to_string(r); };
-    impl_->store->set(key(env.rank), std::vector<uint8_t>{1});
-    std::vector<std::string> keys;
-    for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
-    while (!impl_->store->check(keys)) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        std::vector<int> missing;
-        for (int r = 0; r < env.world_size; ++r)
-          if (!impl_->store->check({key(r)})) missing.push_back(r);
-        throw DistributedError(fmt::format(
-            "{}: {} did not join within {} s; check that all {} are started with the same "
-            "MASTER_ADDR:MASTER_PORT",
-            where, name_ranks(missing), timeout.count() / 1000.0, env.world_size));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (device.is_cuda()) {
-#ifdef RECALL_HAVE_NCCL
-      auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout;
-      impl_->group =
-          c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, opts);
-#else
-      throw UsageError(
-          "distributed training on CUDA needs a build with CUDA and NCCL; this one has neither");
-#endif
-    } else {
-#ifdef RECALL_HAVE_GLOO
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-      opts->devices.push_back(ifname && *ifname
-                                  ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-                              : is_loopback(env.master_addr)
-                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                  : c10d::ProcessGroupGloo::createDefaultDevice());
-      impl_->group =
-          c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, opts);
-#else
-      throw UsageError(
-          "distributed training on the CPU needs Gloo; this build has none (install "
-          "libgloo-dev and rebuild)");
-#endif
-    }
+    impl_->open_store(env, where);
+    impl_->wait_for_ranks(env, deadline, where);
+    impl_->open_group(env, device);
   } catch (const std::invalid_argument&) {
     impl_->abandon();
     throw;
@@ -437,12 +464,6 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-int exit_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
 }  // namespace
 
 int launch_local(int nproc, std::chrono::milliseconds timeout) {
@@ -462,36 +483,31 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
     if (own[i].rfind("--nproc=", 0) == 0) continue;
     args.push_back(own[i]);
   }
+  args.at(0) = "/proc/self/exe";  // this very binary, even when its file was replaced since
   const int port = free_port();
   SignalRelay signals;  // the ranks lead their own process groups: signals reach them from here
   const pid_t launcher = ::getpid();
-  std::fflush(stdout);
-  std::fflush(stderr);
 
   std::vector<pid_t> pids;
   for (int r = 0; r < nproc; ++r) {
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("--nproc: fork failed");
-    if (pid == 0) {
-      reset_signals_in_child();
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a launcher killed outright still stops its ranks
-      if (::getppid() != launcher) std::_Exit(128 + SIGTERM);  // it died before the line above
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "error: --nproc: cannot start %s\n", args[0].c_str());
-      std::_Exit(127);
+    SpawnOptions o;
+    o.own_group = true;
+    o.env = {"RANK=" + std::to_string(r),
+             "LOCAL_RANK=" + std::to_string(r),
+             "WORLD_SIZE=" + std::to_string(nproc),
+             "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
+             "MASTER_ADDR=127.0.0.1",
+             "MASTER_PORT=" + std::to_string(port),
+             std::string(kLauncherPid) + "=" + std::to_string(launcher)};
+    try {
+      pids.push_back(spawn(args, o).pid);
+    } catch (const std::runtime_error& e) {
+      for (pid_t pid : pids) {
+        ::kill(pid, SIGKILL);
+        wait_child(pid);
+      }
+      throw std::runtime_error(fmt::format("--nproc: {}", e.what()));
     }
-    ::setpgid(pid, pid);  // here too, as shells do: the rank is moved once either call has run
-    pids.push_back(pid);
   }
 
   std::vector<bool> done(pids.size(), false);

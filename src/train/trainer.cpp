@@ -25,9 +25,9 @@
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/models/block.h"
-#include "recall/train/adamw.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
+#include "recall/train/fused_adamw.h"
 #include "recall/train/metrics.h"
 
 namespace recall {
@@ -66,6 +66,23 @@ double best_eval_loss(const std::string& run_dir) {
   for (const auto& r : read_metrics(run_dir))
     if (const auto loss = r.get("loss"); r.eval && loss) best = std::min(best, *loss);
   return best;
+}
+
+// The parameters the model's modules register (transformer, block, attention, norm), without
+// building it: the embeddings and head, per block two norms (one without a feed-forward), the
+// attention's projections, biases, memory key/values, convolution and ssmax scales, and the
+// feed-forward's `ffn_params`; the final norm.
+double model_parameters(const ModelConfig& m, double ffn_params) {
+  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size);
+  const double norm = m.norm == NormKind::kLayerNorm && m.bias ? 2 * d : d;  // gain (and bias)
+  const double attn = 4 * d * d + (m.bias ? 4 * d : 0) +
+                      2 * static_cast<double>(m.attn_mem_kv) * d +
+                      3 * d * static_cast<double>(m.attn_conv) +
+                      (m.attn_rule == BetaRule::kSsmax ? static_cast<double>(m.n_heads) : 0);
+  const double block = m.ffn == FfnKind::kNone ? norm + attn : 2 * norm + attn + ffn_params;
+  return V * d * (m.tied_head ? 1 : 2) +
+         (m.pos == PosKind::kLearned ? static_cast<double>(m.seq_len) * d : 0) +
+         static_cast<double>(m.n_layers) * block + norm;
 }
 
 }  // namespace
@@ -178,9 +195,7 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
     case FfnKind::kNone:
       break;
   }
-  const double params =
-      V * d * (m.tied_head ? 1 : 2) + (m.pos == PosKind::kLearned ? T * d : 0) +
-      L * (4 * d * d + ffn_params + 2 * static_cast<double>(m.attn_mem_kv) * d + 4 * d) + 2 * d;
+  const double params = model_parameters(m, ffn_params);
   const double state = 4 * params * (3 + std::max(workers, 1));  // weights, 2 moments, gradients
   const double acts = 4 * B * T * (L * (12 * d + 3 * hidden) + 4 * V) + 4 * 3 * L * B * H * T * T;
   const double ckpt = 4 * params * 3;
@@ -193,223 +208,328 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
   return state + acts + ckpt;
 }
 
-TrainResult train(const TrainConfig& config_in, const TrainOptions& options) {
-  TrainConfig config = config_in;
-  const auto& tc = config.trainer;
+namespace {
+
+// Where a call of train() starts: its input checked, the checkpoint read when it resumes.
+struct RunStart {
+  TrainConfig config;
+  bool resume = false;
+  Checkpoint ckpt;  // empty unless resume
+  std::unique_ptr<Task> task;
+  DistEnv env;
+};
+
+// Check: the run folder (a run there only with --resume or reuse), the memory estimate, and on
+// resume the checkpoint against this config and this process count.
+RunStart check_start(const TrainConfig& config, const TrainOptions& options) {
   check_output_dir("--out", options.out_dir);
   const std::string ckpt_file = checkpoint_path(options.out_dir);
   const bool have_ckpt = fs::exists(ckpt_file);
-  const bool resume = options.resume || (options.reuse && have_ckpt);
+  RunStart start;
+  start.config = config;
+  start.resume = options.resume || (options.reuse && have_ckpt);
   if (options.resume && !have_ckpt)
     throw UsageError(fmt::format("--resume: {} has no checkpoint.bin to resume", options.out_dir));
-  if (!resume && have_ckpt)
+  if (!start.resume && have_ckpt)
     throw UsageError(
         fmt::format("--out {}: holds a run already; pass --resume to continue it or "
                     "choose another folder",
                     options.out_dir));
-  {
-    std::string parts;
-    const double bytes = estimate_train_memory(config, at::get_num_threads(), &parts);
-    check_memory("training " + options.out_dir, bytes, parts, options.max_memory);
-  }
-  Checkpoint ckpt;
-  if (resume) ckpt = load_checkpoint(ckpt_file);
-  if (resume && ckpt.optimizer.empty())
+  std::string parts;
+  const double bytes = estimate_train_memory(start.config, at::get_num_threads(), &parts);
+  check_memory("training " + options.out_dir, bytes, parts, options.max_memory);
+  if (start.resume) start.ckpt = load_checkpoint(ckpt_file);
+  if (start.resume && start.ckpt.optimizer.empty())
     throw UsageError(
         fmt::format("--resume: {} was imported (recall import) and holds no optimizer "
                     "state to continue; it is for eval, sample, inspect, extrapolate "
                     "and export",
                     ckpt_file));
-  auto task = resolve_task(config, ckpt.vocabulary);
-  if (resume) check_checkpoint_config(config, ckpt.config_toml, ckpt_file);
-  const DistEnv env = dist_env_from_environment();
-  if (resume && ckpt.world_size != env.world_size)
+  start.task = resolve_task(start.config, start.ckpt.vocabulary);
+  if (start.resume) check_checkpoint_config(start.config, start.ckpt.config_toml, ckpt_file);
+  start.env = dist_env_from_environment();
+  if (start.resume && start.ckpt.world_size != start.env.world_size)
     throw UsageError(fmt::format(
         "checkpoint {} was trained by {} processes, this run has {}; resume with the same number "
         "(--nproc {} or WORLD_SIZE={})",
-        ckpt_file, ckpt.world_size, env.world_size, ckpt.world_size, ckpt.world_size));
+        ckpt_file, start.ckpt.world_size, start.env.world_size, start.ckpt.world_size,
+        start.ckpt.world_size));
+  return start;
+}
 
-  torch::manual_seed(static_cast<uint64_t>(tc.seed));
+Transformer seeded_model(const TrainConfig& config, const torch::Device& device) {
+  torch::manual_seed(static_cast<uint64_t>(config.trainer.seed));
   Transformer model(config.model);  // initialised on the CPU: the same weights on every device
-  model->to(options.device);
-  // decay matrices only: decaying gains and biases pulls norms toward zero for no benefit
+  model->to(device);
+  return model;
+}
+
+// Decay matrices only: decaying gains and biases pulls norms toward zero for no benefit.
+std::vector<torch::optim::OptimizerParamGroup> param_groups(Transformer& model,
+                                                            const TrainerConfig& tc) {
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto adamw = [&](double wd) {
     return std::make_unique<torch::optim::AdamWOptions>(
         torch::optim::AdamWOptions(tc.lr).betas({tc.beta1, tc.beta2}).weight_decay(wd));
   };
-  FusedAdamW optimizer({torch::optim::OptimizerParamGroup(decay, adamw(tc.weight_decay)),
-                        torch::optim::OptimizerParamGroup(no_decay, adamw(0.0))});
-  Rng rng(static_cast<uint64_t>(tc.seed));
+  return {torch::optim::OptimizerParamGroup(decay, adamw(tc.weight_decay)),
+          torch::optim::OptimizerParamGroup(no_decay, adamw(0.0))};
+}
+
+// What a checkpoint holds: the model, its optimizer and the task's generator after `step` steps.
+struct TrainState {
+  Transformer model;
+  FusedAdamW optimizer;
+  Rng rng;
   int64_t step = 0;
-  if (resume) {
-    load_module_bytes(*model, ckpt.model);
-    load_optimizer_bytes(optimizer, ckpt.optimizer);
-    std::istringstream(ckpt.task_rng) >> rng;
-    set_torch_rng_state(ckpt.torch_rng);
-    step = ckpt.step;
+  // On resume, restored from `ckpt`.
+  TrainState(const TrainConfig& config, const Checkpoint* ckpt, const torch::Device& device)
+      : model(seeded_model(config, device)),
+        optimizer(param_groups(model, config.trainer)),
+        rng(static_cast<uint64_t>(config.trainer.seed)) {
+    if (!ckpt) return;
+    load_module_bytes(*model, ckpt->model);
+    load_optimizer_bytes(optimizer, ckpt->optimizer);
+    std::istringstream(ckpt->task_rng) >> rng;
+    set_torch_rng_state(ckpt->torch_rng);
+    step = ckpt->step;
   }
-  DataParallelGroup group(
-      env, std::chrono::milliseconds(static_cast<int64_t>(options.dist_timeout_s * 1000)),
-      model->parameters()[0].device());
-  const bool writer = group.rank() == 0;  // rank 0 alone evaluates and writes the run folder
-  Rng eval_rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);
-  const auto eval_set =
-      task->eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
+};
 
-  const std::string metrics_file = metrics_path(options.out_dir);
-  std::ofstream metrics;
-  if (writer) {
-    fs::create_directories(options.out_dir);
-    // leftovers of a write that a kill interrupted
-    for (const char* name : {"checkpoint.bin", "best.bin", "config.toml", "metrics.jsonl"})
-      remove_atomic_leftovers((fs::path(options.out_dir) / name).string());
-    write_file_atomic((fs::path(options.out_dir) / "config.toml").string(), config.to_toml());
-    if (resume)
-      trim_metrics(options.out_dir, step);
-    else
-      write_file_atomic(metrics_file, "");
-    metrics.open(metrics_file, std::ios::app);
+// One step's figures for the metrics.
+struct StepStats {
+  double loss = 0, lr = 0, grad_norm = 0;
+};
+
+// One call of train(): the state stepped until the run ends or is stopped, the run folder (rank
+// 0's alone) kept as it goes.
+class TrainingRun {
+ public:
+  TrainingRun(RunStart start, const TrainOptions& options)
+      : options_(options),
+        config_(std::move(start.config)),
+        tc_(config_.trainer),
+        resume_(start.resume),
+        task_(std::move(start.task)),
+        state_(config_, start.resume ? &start.ckpt : nullptr, options.device),
+        group_(start.env,
+               std::chrono::milliseconds(static_cast<int64_t>(options.dist_timeout_s * 1000)),
+               state_.model->parameters()[0].device()),
+        writer_(group_.rank() == 0),
+        progress_(options.progress && writer_),
+        eval_set_(eval_set(*task_, config_)),
+        ckpt_file_(checkpoint_path(options.out_dir)),
+        best_file_(best_checkpoint_path(options.out_dir)) {}
+
+  TrainResult run() {
+    open_folder();
+    // The lowest validation loss so far, kept in best.bin beside the last checkpoint; on resume,
+    // from the records the run kept.
+    best_loss_ = resume_ ? best_eval_loss(options_.out_dir) : kInfinity;
+    const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
+    TrainResult result;
+    const PeakFlops peak = announce_peak();
+    result.peak_flops = peak_flops_;
+    result.peak_kind = peak.kind;
+    // With data-parallel workers, this thread's share of a step (adding up the workers'
+    // gradients, the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded,
+    // because an intra-op (OpenMP) thread woken for it keeps spinning afterwards on a core the
+    // workers need.
+    std::optional<TorchThreads> one_thread;
+    if (workers > 1 && fast_kernels(options_.device)) one_thread.emplace(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    first_ = state_.step;
+    while (state_.step < tc_.steps) {
+      const StepStats stats = take_step(workers, result);
+      const int64_t step = state_.step;
+      if (step % tc_.log_every == 0 || step == tc_.steps) log_step(stats, result, t0, peak.kind);
+      if (tc_.eval_every > 0 && step % tc_.eval_every == 0 && step < tc_.steps) evaluate(workers);
+      if (tc_.checkpoint_every > 0 && step % tc_.checkpoint_every == 0) save(ckpt_file_);
+      if (options_.stop) {  // every rank's request, agreed in the step's all-reduce
+        if (int s = group_.agreed_stop()) {
+          save(ckpt_file_);
+          result.stopped_by = s;
+          result.step = step;
+          return result;
+        }
+      }
+    }
+    result.eval = evaluate(workers);
+    if (state_.step > first_ || !resume_)
+      save(ckpt_file_);  // a finished run that was only evaluated is unchanged
+    result.step = state_.step;
+    return result;
   }
-  const bool progress = options.progress && writer;
-  if (progress && options.print_config)
-    fmt::print(stderr, "# resolved config\n{}", config.to_toml());
-  if (progress && !task->description().empty()) fmt::print(stderr, "# {}\n", task->description());
 
-  // The lowest validation loss so far, kept in best.bin beside the last checkpoint; on resume,
-  // from the records the run kept.
-  const std::string best_file = best_checkpoint_path(options.out_dir);
-  double best_loss = resume ? best_eval_loss(options.out_dir) : kInfinity;
-  auto save = [&](const std::string& path) {
-    for (const auto& p : model->parameters())
+ private:
+  // The evaluation set comes from a generator of its own, so evaluating never moves training.
+  static std::vector<Batch> eval_set(const Task& task, const TrainConfig& config) {
+    const auto& tc = config.trainer;
+    Rng eval_rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);
+    return task.eval_set(tc.eval_batches, tc.batch_size, config.model.seq_len, eval_rng);
+  }
+
+  // Rank 0: the folder with this config, its metrics up to the checkpoint; then the run's header
+  // on stderr.
+  void open_folder() {
+    const std::string metrics_file = metrics_path(options_.out_dir);
+    if (writer_) {
+      fs::create_directories(options_.out_dir);
+      // leftovers of a write that a kill interrupted
+      for (const char* name : {"checkpoint.bin", "best.bin", "config.toml", "metrics.jsonl"})
+        remove_atomic_leftovers((fs::path(options_.out_dir) / name).string());
+      write_file_atomic((fs::path(options_.out_dir) / "config.toml").string(), config_.to_toml());
+      if (resume_)
+        trim_metrics(options_.out_dir, state_.step);
+      else
+        write_file_atomic(metrics_file, "");
+      metrics_.open(metrics_file, std::ios::app);
+    }
+    if (progress_ && options_.print_config)
+      fmt::print(stderr, "# resolved config\n{}", config_.to_toml());
+    if (progress_ && !task_->description().empty())
+      fmt::print(stderr, "# {}\n", task_->description());
+  }
+
+  // MFU is measured against this machine's peak fp32 rate (this process's, times the processes)
+  // unless the config names a peak.
+  PeakFlops announce_peak() {
+    PeakFlops peak;
+    if (tc_.peak_flops > 0) {
+      peak.flops = tc_.peak_flops;
+      peak.kind = "config";
+    } else {
+      peak = recall::peak_flops(options_.device);
+    }
+    const int world = group_.world_size();
+    peak_flops_ = peak.flops * (tc_.peak_flops > 0 ? 1 : world);
+    if (progress_)
+      fmt::print(stderr, "# MFU against {}\n",
+                 tc_.peak_flops > 0
+                     ? fmt::format("peak {:.1f} GFLOP/s, set by peak_flops", peak_flops_ / 1e9)
+                     : peak.describe() + (world > 1 ? fmt::format(", times {} processes", world)
+                                                    : std::string()));
+    return peak;
+  }
+
+  // One optimizer step on a fresh batch; its loss and time go to `result`.
+  StepStats take_step(int workers, TrainResult& result) {
+    const auto step_start = std::chrono::steady_clock::now();
+    const int64_t step = state_.step;
+    StepStats s;
+    s.lr = lr_at(tc_, step);
+    for (auto& g : state_.optimizer.param_groups()) g.options().set_lr(s.lr);
+    const Batch b = to_device(task_->sample(tc_.batch_size, config_.model.seq_len, state_.rng),
+                              options_.device);
+    state_.optimizer.zero_grad();
+    s.loss = group_.backward(state_.model, b, workers, options_.stop ? options_.stop(step + 1) : 0);
+    const std::string keep =
+        resume_ || step > first_ ? "the last checkpoint is kept" : "no checkpoint was written";
+    if (!std::isfinite(s.loss))
+      throw NonFiniteError(
+          fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, s.loss, keep));
+    s.grad_norm = grad_norm(state_.model->parameters(), tc_.grad_clip);
+    if (!std::isfinite(s.grad_norm))
+      throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
+                                       step + 1, s.grad_norm, keep));
+    state_.optimizer.step();
+    synchronize(options_.device);  // the step's kernels are done before its time is read
+    ++state_.step;
+    result.losses.push_back(s.loss);
+    result.step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+    return s;
+  }
+
+  // A metrics record and the progress line.
+  void log_step(const StepStats& s, const TrainResult& result,
+                std::chrono::steady_clock::time_point t0, const std::string& peak_kind) {
+    const int64_t step = state_.step;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double tokens = static_cast<double>(tokens_per_step(config_));
+    const double tok_s = tokens / mean_step_seconds(result.step_seconds);
+    const double mfu =
+        flops_per_token(config_, state_.model->num_parameters()) * tok_s / peak_flops_;
+    metrics_ << metrics_line({step,
+                              false,
+                              {{"loss", s.loss},
+                               {"lr", s.lr},
+                               {"grad_norm", s.grad_norm},
+                               {"tokens_per_s", tok_s},
+                               {"mfu", mfu}}})
+             << "\n"
+             << std::flush;
+    if (progress_)
+      fmt::print(stderr, "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n",
+                 step, tc_.steps, s.loss, s.lr, tok_s, 100 * mfu,
+                 format_duration(secs / (step - first_) * (tc_.steps - step)));
+    if (progress_ && mfu > 1 && !std::exchange(mfu_explained_, true))
+      fmt::print(
+          stderr,
+          "# MFU is over 100 %: the peak it divides by ({:.0f} GFLOP/s, {}) is below the rate "
+          "this run reached; --set peak_flops=F gives the machine's peak (FLOP/s)\n",
+          peak_flops_ / 1e9, peak_kind);
+  }
+
+  // Rank 0: the evaluation's record and line, and best.bin when it lowers the loss.
+  std::map<std::string, double> evaluate(int workers) {
+    if (!writer_) return {};
+    TorchThreads all(workers);  // evaluation is one forward over each batch: intra-op threads
+    auto m = recall::evaluate(state_.model, *task_, eval_set_);
+    metrics_ << metrics_line({state_.step, true, m}) << "\n" << std::flush;
+    if (progress_)
+      fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}{}\n", state_.step, m["loss"],
+                 m["accuracy"],
+                 m.count("bits_per_char") ? fmt::format(" bits/char {:.4f}", m["bits_per_char"])
+                                          : std::string());
+    if (m["loss"] < best_loss_) {
+      best_loss_ = m["loss"];
+      save(best_file_);
+    }
+    return m;
+  }
+
+  // Every rank checks its parameters are finite; rank 0 writes the checkpoint.
+  void save(const std::string& path) {
+    for (const auto& p : state_.model->parameters())
       if (!torch::isfinite(p).all().item<bool>())
         throw NonFiniteError(
             fmt::format("step {}: the parameters are not finite; training stopped "
                         "(the last checkpoint is kept)",
-                        step));
-    if (!writer) return;
+                        state_.step));
+    if (!writer_) return;
     std::ostringstream task_rng;
-    task_rng << rng;
-    save_checkpoint(path,
-                    {config.to_toml(), step, task_rng.str(), torch_rng_state(), task->vocabulary(),
-                     module_bytes(*model), optimizer_bytes(optimizer), group.world_size()});
-  };
-  const int workers = at::get_num_threads();  // data-parallel workers, one per torch thread
-  auto run_eval = [&]() -> std::map<std::string, double> {
-    if (!writer) return {};
-    TorchThreads all(workers);  // evaluation is one forward over each batch: intra-op threads
-    auto m = evaluate(model, *task, eval_set);
-    metrics << metrics_line({step, true, m}) << "\n" << std::flush;
-    if (progress)
-      fmt::print(stderr, "eval step {}: loss {:.4f} accuracy {:.4f}{}\n", step, m["loss"],
-                 m["accuracy"],
-                 m.count("bits_per_char") ? fmt::format(" bits/char {:.4f}", m["bits_per_char"])
-                                          : std::string());
-    if (m["loss"] < best_loss) {
-      best_loss = m["loss"];
-      save(best_file);
-    }
-    return m;
-  };
-
-  const double tokens = static_cast<double>(tokens_per_step(config));
-  // MFU is measured against this machine's peak fp32 rate (this process's, times the processes)
-  // unless the config names a peak.
-  PeakFlops peak;
-  if (tc.peak_flops > 0) {
-    peak.flops = tc.peak_flops;
-    peak.kind = "config";
-  } else {
-    peak = recall::peak_flops(options.device);
+    task_rng << state_.rng;
+    save_checkpoint(path, {config_.to_toml(), state_.step, task_rng.str(), torch_rng_state(),
+                           task_->vocabulary(), module_bytes(*state_.model),
+                           optimizer_bytes(state_.optimizer), group_.world_size()});
   }
-  const double peak_flops = peak.flops * (tc.peak_flops > 0 ? 1 : group.world_size());
-  if (progress)
-    fmt::print(stderr, "# MFU against {}\n",
-               tc.peak_flops > 0
-                   ? fmt::format("peak {:.1f} GFLOP/s, set by peak_flops", peak_flops / 1e9)
-                   : peak.describe() + (group.world_size() > 1 ? fmt::format(", times {} processes",
-                                                                             group.world_size())
-                                                               : std::string()));
-  const double flops_token = flops_per_token(config, model->num_parameters());
-  // With data-parallel workers, this thread's share of a step (adding up the workers' gradients,
-  // the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded, because an
-  // intra-op (OpenMP) thread woken for it keeps spinning afterwards on a core the workers need.
-  std::optional<TorchThreads> one_thread;
-  if (workers > 1 && fast_kernels(options.device)) one_thread.emplace(1);
-  TrainResult result;
-  result.peak_flops = peak_flops;
-  result.peak_kind = peak.kind;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t first = step;
-  bool mfu_explained = false;
-  while (step < tc.steps) {
-    const auto step_start = std::chrono::steady_clock::now();
-    const double lr = lr_at(tc, step);
-    for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
-    const Batch b =
-        to_device(task->sample(tc.batch_size, config.model.seq_len, rng), options.device);
-    optimizer.zero_grad();
-    const double loss_v =
-        group.backward(model, b, workers, options.stop ? options.stop(step + 1) : 0);
-    const std::string keep =
-        resume || step > first ? "the last checkpoint is kept" : "no checkpoint was written";
-    if (!std::isfinite(loss_v))
-      throw NonFiniteError(
-          fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, loss_v, keep));
-    const double gnorm = grad_norm(model->parameters(), tc.grad_clip);
-    if (!std::isfinite(gnorm))
-      throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
-                                       step + 1, gnorm, keep));
-    optimizer.step();
-    synchronize(options.device);  // the step's kernels are done before its time is read
-    ++step;
-    result.losses.push_back(loss_v);
-    result.step_seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
 
-    if (step % tc.log_every == 0 || step == tc.steps) {
-      const double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double tok_s = tokens / mean_step_seconds(result.step_seconds);
-      const double mfu = flops_token * tok_s / peak_flops;
-      metrics << metrics_line({step,
-                               false,
-                               {{"loss", loss_v},
-                                {"lr", lr},
-                                {"grad_norm", gnorm},
-                                {"tokens_per_s", tok_s},
-                                {"mfu", mfu}}})
-              << "\n"
-              << std::flush;
-      if (progress)
-        fmt::print(stderr,
-                   "step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  MFU {:.2f}%  ETA {}\n", step,
-                   tc.steps, loss_v, lr, tok_s, 100 * mfu,
-                   format_duration(secs / (step - first) * (tc.steps - step)));
-      if (progress && mfu > 1 && !std::exchange(mfu_explained, true))
-        fmt::print(
-            stderr,
-            "# MFU is over 100 %: the peak it divides by ({:.0f} GFLOP/s, {}) is below the rate "
-            "this run reached; --set peak_flops=F gives the machine's peak (FLOP/s)\n",
-            peak_flops / 1e9, peak.kind);
-    }
-    if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < tc.steps) run_eval();
-    if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) save(ckpt_file);
-    if (options.stop) {  // every rank's request, agreed in the step's all-reduce
-      if (int s = group.agreed_stop()) {
-        save(ckpt_file);
-        result.stopped_by = s;
-        result.step = step;
-        return result;
-      }
-    }
-  }
-  result.eval = run_eval();
-  if (step > first || !resume)
-    save(ckpt_file);  // a finished run that was only evaluated is unchanged
-  result.step = step;
-  return result;
+  const TrainOptions& options_;
+  const TrainConfig config_;
+  const TrainerConfig& tc_;
+  const bool resume_;
+  const std::unique_ptr<Task> task_;
+  TrainState state_;
+  DataParallelGroup group_;
+  const bool writer_;    // rank 0 alone evaluates and writes the run folder
+  const bool progress_;  // rank 0's progress lines
+  const std::vector<Batch> eval_set_;
+  const std::string ckpt_file_, best_file_;
+  std::ofstream metrics_;
+  double best_loss_ = kInfinity;
+  double peak_flops_ = 0;  // what MFU divides by
+  int64_t first_ = 0;      // the step this call started at
+  bool mfu_explained_ = false;
+};
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config, const TrainOptions& options) {
+  TrainingRun run(check_start(config, options), options);
+  return run.run();
 }
 
 TrainResult train_run(const TrainConfig& config, const std::string& out_dir,

@@ -1,7 +1,6 @@
 // The command-line conventions (--version, unknown commands, "-" as stdout, data alone on stdout,
 // --quiet, the default thread count), sampling with a KV cache, export to PyTorch, and a sweep
 // interrupted by SIGINT and resumed, then plotted: all through the real binary.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -176,23 +175,6 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   EXPECT_EQ(slurp(dir / "py.out"), "(1, 3, 32)\n");
 }
 
-// Runs `recall args` as a child process (no shell), stdout and stderr to files; returns its pid.
-pid_t start(const std::vector<std::string>& args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);  // its own group, as a shell starts a job: kill(-pid) is a terminal's Ctrl-C
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv = {const_cast<char*>(RECALL_BINARY)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(RECALL_BINARY, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;
@@ -206,14 +188,16 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   std::vector<std::string> args =
       split("--threads 1 sweep " + kTiny + " --set steps=1000 --grid lr=1e-3,2e-3,3e-3 --out " +
             out.string());
-  const pid_t pid = start(args, dir / "first.log");
+  const recall::test::Proc first = recall::test::spawn_cli(args, dir, {}, "first_");
+  const pid_t pid = first.pid;
+  auto sweep_log = [&] { return slurp(first.out_file) + slurp(first.err_file); };
   // Interrupt while the second run trains: the first is finished, the third not started.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   const fs::path second = out / "lr=2e-3" / "metrics.jsonl";
   while (std::chrono::steady_clock::now() < deadline &&
          !(fs::exists(second) && fs::file_size(second) > 0))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(fs::exists(second)) << slurp(dir / "first.log");
+  ASSERT_TRUE(fs::exists(second)) << sweep_log();
   // Ctrl-Z and fg, to the sweep's group: its runs lead their own groups, so only the sweep
   // passing them on pauses and resumes them.
   kill(-pid, SIGTSTP);
@@ -224,12 +208,12 @@ TEST(SweepCli, InterruptedBySigintThenResumedThenPlotted) {
   kill(-pid, SIGINT);  // Ctrl-C: passed on once, so the run stops after a checkpoint
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir / "first.log");
-  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir / "first.log");
+  ASSERT_TRUE(WIFEXITED(status)) << sweep_log();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << sweep_log();
   auto summary = nlohmann::json::parse(slurp(out / "summary.json"));
   ASSERT_EQ(summary["runs"].size(), 3u);
   EXPECT_EQ(summary["runs"][0]["status"], "finished");
-  EXPECT_EQ(summary["runs"][1]["status"], "interrupted") << slurp(dir / "first.log");
+  EXPECT_EQ(summary["runs"][1]["status"], "interrupted") << sweep_log();
   EXPECT_LT(summary["runs"][1]["step"].get<int>(), 1000);
   EXPECT_EQ(summary["runs"][2]["status"], "pending");
   EXPECT_NE(slurp(out / "lr=2e-3" / "train.log").find("stopped by signal 2 after step"),

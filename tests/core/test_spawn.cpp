@@ -1,5 +1,5 @@
-// spawn(): argv as given, stdout and stderr where asked, exit codes, and the signal state a shell
-// gives a program (recall blocks SIGINT and SIGTERM in its own threads).
+// spawn(): argv as given, stdout and stderr where asked, the environment, exit codes, and the
+// signal state a shell gives a program (recall blocks SIGINT and SIGTERM in its own threads).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -47,6 +47,25 @@ TEST(Spawn, RedirectsToFilesTruncatingOrAppending) {
   EXPECT_EQ(wait_child(spawn({"sh", "-c", "echo new; echo more >&2"}, o).pid), 0);
   EXPECT_EQ(slurp(out), "new\n");
   EXPECT_EQ(slurp(err), "old stderr\nmore\n");
+}
+
+TEST(Spawn, SetsEnvironmentEntriesOverItsOwn) {
+  TempFolder dir;
+  const auto out = dir.path / "out.txt";
+  ::setenv("RECALL_SPAWN_KEPT", "kept", 1);
+  ::setenv("RECALL_SPAWN_SET", "old", 1);
+  SpawnOptions o;
+  o.stdout_file = out.string();
+  o.env = {"RECALL_SPAWN_SET=new", "RECALL_SPAWN_ADDED=a=b"};
+  EXPECT_EQ(wait_child(spawn({"sh", "-c",
+                              "echo $RECALL_SPAWN_KEPT $RECALL_SPAWN_SET $RECALL_SPAWN_ADDED; "
+                              "env | grep -c '^RECALL_SPAWN_SET='"},
+                             o)
+                           .pid),
+            0);
+  EXPECT_EQ(slurp(out), "kept new a=b\n1\n");  // set once, the new value
+  ::unsetenv("RECALL_SPAWN_KEPT");
+  ::unsetenv("RECALL_SPAWN_SET");
 }
 
 TEST(Spawn, ReportsSignalsAndMissingPrograms) {

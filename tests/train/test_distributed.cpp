@@ -540,5 +540,37 @@ TEST(DistributedFault, LauncherKillsARankStillRunningAfterTheTimeout) {
   EXPECT_NE(environ_value(rank[1], "RANK"), "1");
 }
 
+// --nproc 2, the launcher killed outright (SIGKILL: it passes nothing on): its ranks end with it,
+// as a SIGTERM stops them, rather than train on.
+TEST(DistributedFault, RanksEndWithALauncherKilledOutright) {
+  TempDir dir;
+  const std::string cfg = dir / "c.toml";
+  test::write_text(cfg, test::tiny_mqar_toml());
+  const test::Proc launcher = test::spawn_cli(
+      train_args(cfg, dir / "run",
+                 {"--set", "steps=1000000", "--set", "checkpoint_every=3", "--nproc", "2"}),
+      dir, {}, "launcher_");
+  wait_for_file(dir / "run/checkpoint.bin");
+  std::vector<pid_t> ranks;
+  const std::string id = std::to_string(launcher.pid);
+  std::ifstream children("/proc/" + id + "/task/" + id + "/children");
+  for (pid_t child; children >> child;) ranks.push_back(child);
+  ASSERT_EQ(ranks.size(), 2u);
+  ::kill(launcher.pid, SIGKILL);
+  EXPECT_EQ(test::wait_cli(launcher), 128 + SIGKILL);
+  // Reparented, a rank is no child of ours: it has ended once it is gone or a zombie.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto ended = [](pid_t pid) {
+    const char state = test::process_states(pid)[0];
+    return state == '?' || state == 'Z';
+  };
+  while (std::chrono::steady_clock::now() < deadline && !(ended(ranks[0]) && ended(ranks[1])))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (pid_t rank : ranks) {
+    EXPECT_TRUE(ended(rank)) << test::read_text(launcher.err_file);
+    if (!ended(rank)) ::kill(rank, SIGKILL);
+  }
+}
+
 }  // namespace
 }  // namespace recall

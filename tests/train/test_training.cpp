@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "model_test_util.h"
-#include "recall/train/adamw.h"
+#include "recall/train/fused_adamw.h"
 #include "recall/train/data_parallel.h"
 
 namespace recall {

@@ -54,11 +54,10 @@ class SignalRelay {
   int count_ = 0, pauses_ = 0, resumes_ = 0, first_ = 0;
 };
 
-// In a child between fork and exec (async-signal-safe): SIGINT, SIGTERM, SIGTSTP and SIGCONT
-// unblocked and at their default action, as a program started from a shell has them.
-void reset_signals_in_child();
-// The same for posix_spawn: `attr` (initialised by the caller) gives the child that signal state,
-// and with `own_group` a process group of its own, for a SignalRelay to pass signals to.
+// For posix_spawn (recall/core/spawn.h): `attr` (initialised by the caller) gives the child
+// SIGINT, SIGTERM, SIGTSTP and SIGCONT unblocked and at their default action, as a program started
+// from a shell has them, and with `own_group` a process group of its own, for a SignalRelay to
+// pass signals to.
 void reset_signals_on_spawn(posix_spawnattr_t& attr, bool own_group);
 
 // Thrown by work made of several training runs (extrapolate, report) when a stop signal ended

@@ -1,7 +1,8 @@
 // Starting child processes: one helper for every program recall runs (training runs of a sweep,
 // gnuplot, a PyTorch peer). A child starts with the signal state a shell would give it (recall
 // blocks SIGINT and SIGTERM in every thread, recall/core/signals.h, and a child would inherit
-// that), its stdout and stderr where the options say.
+// that), its stdout and stderr where the options say; the launcher of distributed ranks and the
+// tests start theirs with it too.
 #pragma once
 #include <sys/types.h>
 
@@ -18,6 +19,8 @@ struct SpawnOptions {
   // A process group of its own, for a SignalRelay to pass signals to; else a terminal's Ctrl-C
   // ends it with recall.
   bool own_group = false;
+  // "NAME=value" entries set in the child's environment, over recall's own; empty: recall's.
+  std::vector<std::string> env;
 };
 
 struct Child {

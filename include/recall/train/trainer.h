@@ -1,12 +1,12 @@
 // The training loop: one step is the data-parallel backward (recall/train/data_parallel.h), a
-// global gradient-norm clip and the fused AdamW (recall/train/adamw.h), with warmup then cosine
-// decay of the learning rate; periodic evaluation, metrics as JSON lines (DIR/metrics.jsonl), a
-// progress line on stderr, and checkpoints (DIR/checkpoint.bin) from which --resume continues
-// exactly: the same losses as a run that never stopped, given the same thread count. Started as
-// several processes (torchrun's environment, recall/train/distributed.h), each trains on its slice
-// of the batch with gradients summed across them; rank 0 alone evaluates and writes the folder, and
-// --resume needs the same number of processes. At each evaluation that lowers the
-// validation loss, the state is also written to DIR/best.bin.
+// global gradient-norm clip and the fused AdamW (recall/train/fused_adamw.h), with warmup then
+// cosine decay of the learning rate; periodic evaluation, metrics as JSON lines
+// (DIR/metrics.jsonl), a progress line on stderr, and checkpoints (DIR/checkpoint.bin) from which
+// --resume continues exactly: the same losses as a run that never stopped, given the same thread
+// count. Started as several processes (torchrun's environment, recall/train/distributed.h), each
+// trains on its slice of the batch with gradients summed across them; rank 0 alone evaluates and
+// writes the folder, and --resume needs the same number of processes. At each evaluation that
+// lowers the validation loss, the state is also written to DIR/best.bin.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "recall/train/adamw.h"
+#include "recall/train/fused_adamw.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "recall/core/kernels.h"
-#include "recall/train/adamw.h"
+#include "recall/train/fused_adamw.h"
 #include "recall/train/checkpoint.h"
 
 namespace recall {
