@@ -46,10 +46,10 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, ActivationCache* cache,
     return ffn ? h + ffn->forward(norm2(h)) : h;
   }
   cache->put(prefix + "resid_pre", x);
-  auto [q, k, v] = attn->heads(norm1(x));             // (B, T, H, dh), (B, N + T, H, dh) twice
-  auto w = attn->attention_weights(q, k);             // (B, H, T, N + T)
-  auto y = torch::einsum("bhts,bshd->bthd", {w, v});  // (B, T, H, dh)
-  auto a = attn->output(y);                           // (B, T, D)
+  auto [q, k, v] = attn->heads(norm1(x));  // (B, T, H, dh), (B, N + T, H, dh) twice
+  const auto attended = attn->attend_reference(q, k, v);
+  const auto& w = attended.weights;   // (B, H, T, N + T)
+  auto a = attn->output(attended.y);  // (B, T, D)
   for (auto [name, t] :
        {std::pair{"attn.q", q}, {"attn.k", k}, {"attn.v", v}, {"attn.weights", w}, {"attn.out", a}})
     cache->put(prefix + name, t);

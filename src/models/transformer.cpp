@@ -1,9 +1,10 @@
+#include "recall/models/transformer.h"
+
 #include <fmt/format.h>
 
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
 #include "recall/models/block.h"
-#include "recall/models/model.h"
 #include "recall/models/norm.h"
 #include "recall/stores/init.h"
 

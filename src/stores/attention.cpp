@@ -164,23 +164,31 @@ torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, Attenti
   auto [q, k, v] = project(x, offset, &kv.tail);  // (B, T, H, dh) each, at positions offset..
   kv.k = offset > 0 ? torch::cat({kv.k, k}, 1) : k.contiguous();  // (B, offset + T, H, dh)
   kv.v = offset > 0 ? torch::cat({kv.v, v}, 1) : v.contiguous();
-  auto w = attention_weights(q, with_memories(mem_k, kv.k), offset);  // (B, H, T, N + offset + T)
-  auto y = torch::einsum("bhts,bshd->bthd", {w, with_memories(mem_v, kv.v)});  // (B, T, H, dh)
-  return output(y);
+  const auto a =
+      attend_reference(q, with_memories(mem_k, kv.k), with_memories(mem_v, kv.v), offset);
+  return output(a.y);
 }
 
-torch::Tensor AttentionImpl::attention_weights(const torch::Tensor& q, const torch::Tensor& k,
-                                               int64_t offset) {
-  const int64_t T = q.size(1), N = k.size(1) - T - offset;  // N: the learned memories
-  // (H|1, T), includes 1 / sqrt(dh)
+AttentionImpl::Attended AttentionImpl::attend_reference(const torch::Tensor& q,
+                                                        const torch::Tensor& k,
+                                                        const torch::Tensor& v, int64_t offset) {
+  const int64_t T = q.size(1), N = options.mem_kv(), S = N + offset + T;
+  check_arg(q.dim() == 4 && k.dim() == 4 && k.size(1) == S && q.size(2) == k.size(2) &&
+                q.size(3) == k.size(3) && (!v.defined() || v.sizes() == k.sizes()),
+            fmt::format("attend_reference: expected q (B, T, H, dh) and k, v (B, N + offset + T, "
+                        "H, dh) with N = {} memories and offset {}",
+                        N, offset));
+  // (H|1, T): beta(p + 1) / beta_0 * scale / sqrt(dh) of the query rows
   auto scale = logit_scale(offset + T, q.options()).narrow(1, offset, T);
-  auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, N+T)
-  // query t sees the N memories and context keys s <= t: key column j is visible when j <= N + t
+  auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, S)
+  // query t sees the N memories and context keys s <= offset + t: key column j when j <= N + p
   const auto index = q.options().dtype(torch::kInt64);
-  auto col = torch::arange(N + offset + T, index).unsqueeze(0);      // (1, N + offset + T)
+  auto col = torch::arange(S, index).unsqueeze(0);                   // (1, S)
   auto row = torch::arange(offset, offset + T, index).unsqueeze(1);  // (T, 1)
-  auto masked = col.gt(row + N);                                     // (T, N + offset + T)
-  return torch::softmax(logits.masked_fill(masked, -std::numeric_limits<double>::infinity()), -1);
+  auto hidden = col.gt(row + N);                                     // (T, S)
+  auto w = torch::softmax(logits.masked_fill(hidden, -std::numeric_limits<double>::infinity()), -1);
+  if (!v.defined()) return {torch::Tensor(), w};
+  return {torch::einsum("bhts,bshd->bthd", {w, v}), w};  // (B, T, H, dh)
 }
 
 torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
@@ -191,12 +199,13 @@ torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
 
 torch::Tensor AttentionImpl::recall_weights(const torch::Tensor& x) {
   auto [q, k, v] = heads(x);
-  return attention_weights(q, k);
+  return attend_reference(q, k, torch::Tensor()).weights;  // (B, H, T, N + T)
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t T = x.size(1), N = options.mem_kv();  // keys: N memories, then the T context keys
   auto [q, k, v] = heads(x);                          // (B, T, H, dh), (B, N + T, H, dh) twice
+  if (!causal_attention_runs(q, k, v)) return output(attend_reference(q, k, v).y);
   double alpha = 1.0;
   if (options.rule() == BetaRule::kNone) {
     // constant scale: fused into the GEMM

@@ -2,8 +2,6 @@
 
 #include <ATen/Parallel.h>
 
-#include <limits>
-
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
@@ -154,17 +152,9 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
 
 }  // namespace
 
-torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
-                                         const torch::Tensor& v, int64_t n_mem, double alpha) {
-  const int64_t T = q.size(1), S = k.size(1);
-  // Additive mask (T, S): context key s - N is hidden from query t when s - N > t.
-  auto mask =
-      torch::full({T, S}, -std::numeric_limits<double>::infinity(), q.options()).triu_(n_mem + 1);
-  auto qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);  // (B, H, *, d)
-  auto logits = torch::matmul(qh, kh.transpose(2, 3)) * alpha + mask;           // (B, H, T, S)
-  return torch::matmul(torch::softmax(logits, -1), vh)
-      .transpose(1, 2)
-      .contiguous();  // (B, T, H, d)
+bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  return fast_gemm_available() && fast_kernels(q.device()) && q.scalar_type() == torch::kFloat32 &&
+         k.scalar_type() == torch::kFloat32 && v.scalar_type() == torch::kFloat32 && q.numel() > 0;
 }
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -173,10 +163,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                 q.size(2) == k.size(2) && q.size(3) == k.size(3) && n_mem >= 0 &&
                 k.size(1) == n_mem + q.size(1),
             "causal_attention: expected q (B, T, H, d), k and v (B, N + T, H, d)");
-  const bool fast = fast_gemm_available() && fast_kernels(q.device()) &&
-                    q.scalar_type() == torch::kFloat32 && k.scalar_type() == torch::kFloat32 &&
-                    v.scalar_type() == torch::kFloat32 && q.numel() > 0;
-  if (!fast) return causal_attention_reference(q, k, v, n_mem, alpha);
+  check_arg(causal_attention_runs(q, k, v),
+            "causal_attention: needs non-empty float32 CPU tensors, oneDNN's sgemm and the fast "
+            "kernels; elsewhere the attention store runs AttentionImpl::attend_reference");
   const bool grad = torch::GradMode::is_enabled() &&
                     (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (grad) return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);

@@ -32,6 +32,14 @@ std::string to_string(FfnKind v) {
 FfnKind ffn_kind_from_string(const std::string& s) {
   return enum_from_name<FfnKind>(kFfnNames, s, "ffn");
 }
+const std::vector<FfnKind>& all_ffn_kinds() {
+  static const std::vector<FfnKind> all = [] {
+    std::vector<FfnKind> v;  // one per name, so a new kind cannot be left out
+    for (size_t i = 0; i < kFfnNames.size(); ++i) v.push_back(static_cast<FfnKind>(i));
+    return v;
+  }();
+  return all;
+}
 
 std::shared_ptr<Store> make_feed_forward(const FeedForwardOptions& o) {
   const int64_t D = o.d_model();
@@ -76,10 +84,15 @@ int64_t feed_forward_num_parameters(const FeedForwardOptions& o) {
   return 0;
 }
 
+namespace {
+// Whether a kind's name carries its activation.
+bool has_activation(FfnKind kind) {
+  return kind == FfnKind::kMlp || kind == FfnKind::kGlu;
+}
+}  // namespace
+
 std::string feed_forward_name(FfnKind kind, Activation activation) {
-  if (kind == FfnKind::kMlp || kind == FfnKind::kGlu)
-    return to_string(kind) + "-" + to_string(activation);
-  return to_string(kind);
+  return has_activation(kind) ? to_string(kind) + "-" + to_string(activation) : to_string(kind);
 }
 
 std::vector<std::string> feed_forward_names() {
@@ -89,14 +102,23 @@ std::vector<std::string> feed_forward_names() {
 
 std::pair<FfnKind, Activation> feed_forward_from_name(const std::string& name) {
   if (name == "swiglu") return {FfnKind::kGlu, Activation::kSilu};
-  for (FfnKind kind : {FfnKind::kLinear, FfnKind::kMlp, FfnKind::kGlu, FfnKind::kLearnedKv})
-    for (Activation a : {Activation::kRelu, Activation::kRelu2, Activation::kRelu3,
-                         Activation::kGelu, Activation::kSilu})
-      if (feed_forward_name(kind, a) == name) return {kind, a};
-  std::string accepted;
-  for (const auto& n : feed_forward_names()) accepted += (accepted.empty() ? "" : ", ") + n;
+  const Activation unused = FeedForwardOptions(1).activation();  // of linear and learned_kv
+  for (FfnKind kind : all_ffn_kinds()) {
+    if (kind == FfnKind::kNone) continue;
+    if (!has_activation(kind)) {
+      if (name == to_string(kind)) return {kind, unused};
+      continue;
+    }
+    for (Activation a : all_activations())
+      if (name == feed_forward_name(kind, a)) return {kind, a};
+  }
+  std::string activations;
+  for (Activation a : all_activations())
+    activations += (activations.empty() ? "" : ", ") + to_string(a);
   throw std::invalid_argument(
-      fmt::format("kind '{}' is unknown: use one of {} (swiglu = glu-silu)", name, accepted));
+      fmt::format("kind '{}' is unknown: use linear, mlp-<activation>, glu-<activation> or "
+                  "learned_kv, with activation one of {} (swiglu = glu-silu)",
+                  name, activations));
 }
 
 std::optional<StoreSpec> written_store_spec(FfnKind kind, Activation activation, double beta) {

@@ -118,7 +118,8 @@ std::shared_ptr<WritableStore> make_store(const StoreSpec& spec, int64_t d_k, in
   if (w.kind == WeightKind::kSwiglu)  // s silu(s): the silu GLU with input weights = gate weights
     return std::make_shared<GluStoreImpl>(
         GluStoreOptions(d_k, 0).d_out(d_v).gate(Activation::kSilu));
-  return std::make_shared<WeightStoreImpl>(WeightStoreOptions(d_k, d_v, spec.weight));
+  return std::make_shared<WeightFunctionStoreImpl>(
+      WeightFunctionStoreOptions(d_k, d_v, spec.weight));
 }
 
 namespace detail {

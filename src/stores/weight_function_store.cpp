@@ -14,29 +14,30 @@ torch::Tensor weight_function_recall(const WeightFunction& w, const torch::Tenso
   return weight_function_weights(w, K, X).mm(V);  // (Q, d_v)
 }
 
-WeightStoreImpl::WeightStoreImpl(WeightStoreOptions options_) : options(options_) {
+WeightFunctionStoreImpl::WeightFunctionStoreImpl(WeightFunctionStoreOptions options_)
+    : options(options_) {
   reset();
 }
 
-void WeightStoreImpl::reset() {
+void WeightFunctionStoreImpl::reset() {
   detail::check_dims(options.d_k(), options.d_v());
   options.weight().validate();
   stored_keys = register_buffer("keys", torch::zeros({0, options.d_k()}));
   stored_values = register_buffer("values", torch::zeros({0, options.d_v()}));
 }
 
-void WeightStoreImpl::write(const torch::Tensor& keys, const torch::Tensor& values) {
+void WeightFunctionStoreImpl::write(const torch::Tensor& keys, const torch::Tensor& values) {
   detail::check_write(stored_keys, keys, values, options.d_k(), options.d_v());
   detail::append_rows(stored_keys, keys);
   detail::append_rows(stored_values, values);
 }
 
-torch::Tensor WeightStoreImpl::recall_weights(const torch::Tensor& x) {
+torch::Tensor WeightFunctionStoreImpl::recall_weights(const torch::Tensor& x) {
   detail::check_queries(x, options.d_k());
   return weight_function_weights(options.weight(), stored_keys, x);
 }
 
-torch::Tensor WeightStoreImpl::forward(const torch::Tensor& x) {
+torch::Tensor WeightFunctionStoreImpl::forward(const torch::Tensor& x) {
   detail::check_queries(x, options.d_k());
   return weight_function_recall(options.weight(), stored_keys, stored_values, x);
 }

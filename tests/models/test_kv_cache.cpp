@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model_test_util.h"
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 
 namespace recall {
 namespace {

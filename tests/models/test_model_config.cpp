@@ -1,10 +1,10 @@
 // ModelConfig: validation messages, enum names, TOML reading.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
 #include <cmath>
 
-#include "recall/models/model.h"
 #include "recall/models/model_config.h"
 
 namespace recall {
@@ -121,6 +121,26 @@ TEST(ModelConfig, ReadsTheModelKeysOfATable) {
   EXPECT_TRUE(c.tied_head);
   EXPECT_EQ(c.attn_rule, BetaRule::kSsmax);
   EXPECT_EQ(c.vocab_size, ModelConfig{}.vocab_size);
+}
+
+// Every ffn and activation the config reads has a feed-forward name (`recall fit --kind`, inspect)
+// that reads back as the same kind, and activation where the kind has one.
+TEST(ModelConfig, EveryFeedForwardKindItAcceptsHasANameThatRoundTrips) {
+  for (FfnKind kind : all_ffn_kinds())
+    for (Activation activation : all_activations()) {
+      SCOPED_TRACE(to_string(kind) + " " + to_string(activation));
+      const ModelConfig c = model_config_from_toml(
+          toml::parse(fmt::format("ffn = \"{}\"\nactivation = \"{}\"\nffn_slots = 8",
+                                  to_string(kind), to_string(activation))));
+      EXPECT_EQ(c.ffn, kind);
+      EXPECT_EQ(c.activation, activation);
+      if (kind == FfnKind::kNone) continue;  // no store, no name
+      const auto [k, a] = feed_forward_from_name(feed_forward_name(c.ffn, c.activation));
+      EXPECT_EQ(k, c.ffn);
+      if (kind == FfnKind::kMlp || kind == FfnKind::kGlu) {
+        EXPECT_EQ(a, c.activation);
+      }
+    }
 }
 
 TEST(ModelConfig, SwigluIsTheGluWithTheSiluGate) {

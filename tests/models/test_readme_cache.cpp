@@ -6,7 +6,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 
 namespace recall {
 namespace {

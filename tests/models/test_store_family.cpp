@@ -7,8 +7,8 @@
 
 #include "model_test_util.h"
 #include "recall/models/block.h"
-#include "recall/models/model.h"
 #include "recall/models/norm.h"
+#include "recall/models/transformer.h"
 #include "recall/stores/store.h"
 
 namespace recall {

@@ -6,7 +6,7 @@
 
 #include "model_test_util.h"
 #include "recall/models/block.h"
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 
 namespace recall {
 namespace {

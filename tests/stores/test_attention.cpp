@@ -214,6 +214,35 @@ TEST(ModelAttention, ScaleMultipliesTheLogitsLikeScaledQueries) {
     }
 }
 
+// attend_reference with a KV offset (what incremental decoding runs): the rows of the later queries
+// of the whole sequence, and decoding in pieces matches the naive loops, under rules whose scale
+// depends on the position, with memories. Tolerance: float64, 1e-12.
+TEST(ModelAttention, AttendAtAnOffsetIsTheWholeSequencesLaterRows) {
+  for (BetaRule rule : {BetaRule::kSu, BetaRule::kSsmax}) {
+    SCOPED_TRACE(to_string(rule));
+    auto a = make_attention(rule, true, 2, 4);
+    if (rule == BetaRule::kSsmax) {
+      torch::NoGradGuard no_grad;
+      a->ssmax->scale.copy_(torch::tensor({0.3, 1.7}, torch::kFloat64));
+    }
+    auto x = torch::randn({2, 7, 8}, torch::kFloat64);
+    auto [q, k, v] = a->heads(x);  // (2, 7, 2, 4), (2, 2 + 7, 2, 4) twice
+    const auto whole = a->attend_reference(q, k, v);
+    const auto later = a->attend_reference(q.narrow(1, 3, 4), k, v, 3);
+    EXPECT_LT((later.y - whole.y.narrow(1, 3, 4)).abs().max().item<double>(), 1e-12);
+    EXPECT_LT((later.weights - whole.weights.narrow(2, 3, 4)).abs().max().item<double>(), 1e-12);
+    EXPECT_FALSE(a->attend_reference(q, k, torch::Tensor()).y.defined());
+    EXPECT_THROW(a->attend_reference(q, k, v, 1), std::invalid_argument);  // k is 1 row short
+
+    AttentionKv kv;
+    auto pieces = torch::cat({a->forward_incremental(x.narrow(1, 0, 3), kv),
+                              a->forward_incremental(x.narrow(1, 3, 1), kv),
+                              a->forward_incremental(x.narrow(1, 4, 3), kv)},
+                             1);
+    EXPECT_LT((pieces - testing::attention_naive(*a, x)).abs().max().item<double>(), 1e-12);
+  }
+}
+
 TEST(ModelAttention, RejectsANonPositiveScale) {
   for (double s : {0.0, -1.0, std::nan("")})
     EXPECT_THROW(Attention(AttentionOptions(8, 2, 4).scale(s)), std::invalid_argument) << s;

@@ -1,12 +1,25 @@
-// The blocked causal attention kernel against its torch-ops reference: values and gradients.
+// The blocked causal attention kernel against the attention store's plain-torch reference
+// (AttentionImpl::attend_reference): values and gradients.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "fast_gemm_test_util.h"
 #include "recall/core/gemm.h"
+#include "recall/stores/attention.h"
 #include "recall/stores/causal_attention.h"
 
 namespace recall {
 namespace {
+
+// attend_reference of the store whose logits are alpha q . k (rule none, scale alpha sqrt(d)) and
+// that has N memories: what causal_attention(q, k, v, N, alpha) computes. H heads of size d.
+torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        int64_t N, double alpha) {
+  const int64_t H = q.size(2), d = q.size(3);
+  Attention store(AttentionOptions(H * d, H, 2).rope(false).mem_kv(N).scale(alpha * std::sqrt(d)));
+  return store->attend_reference(q, k, v).y;
+}
 
 // Max abs differences of (y, gq, gk, gv) between the kernel and the reference, in float32.
 std::array<double, 4> kernel_errors(int64_t n, int64_t T, int64_t N, int64_t d, double alpha) {
@@ -19,8 +32,7 @@ std::array<double, 4> kernel_errors(int64_t n, int64_t T, int64_t N, int64_t d, 
   for (int fast = 0; fast < 2; ++fast) {
     auto qi = q.detach().requires_grad_(true), ki = k.clone().requires_grad_(true),
          vi = v.clone().requires_grad_(true);
-    y[fast] = fast ? causal_attention(qi, ki, vi, N, alpha)
-                   : causal_attention_reference(qi, ki, vi, N, alpha);
+    y[fast] = fast ? causal_attention(qi, ki, vi, N, alpha) : reference(qi, ki, vi, N, alpha);
     (y[fast] * g).sum().backward();
     grads[fast] = {qi.grad(), ki.grad(), vi.grad()};
   }
@@ -55,15 +67,19 @@ TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
     torch::NoGradGuard no_grad;
     const auto inferred = causal_attention(q, k, v, N, 0.4);
     EXPECT_TRUE(torch::equal(trained, inferred)) << "T " << T << " N " << N;
-    EXPECT_LT((inferred - causal_attention_reference(q, k, v, N, 0.4)).abs().max().item<double>(),
-              1e-4);
+    EXPECT_LT((inferred - reference(q, k, v, N, 0.4)).abs().max().item<double>(), 1e-4);
   }
 }
 
 TEST(ModelCausalAttention, RejectsMismatchedShapes) {
+  RECALL_FAST_GEMM_OR_SKIP();
   auto q = torch::randn({2, 4, 1, 8}), k = torch::randn({2, 6, 1, 8});
   EXPECT_THROW(causal_attention(q, k, k, 1, 1.0), std::invalid_argument);  // 6 != 1 + 4
   EXPECT_NO_THROW(causal_attention(q, k, k, 2, 1.0));
+  // float64 is the reference's: the kernel refuses it rather than computing something else
+  const auto q64 = q.to(torch::kFloat64), k64 = k.to(torch::kFloat64);
+  EXPECT_FALSE(causal_attention_runs(q64, k64, k64));
+  EXPECT_THROW(causal_attention(q64, k64, k64, 2, 1.0), std::invalid_argument);
 }
 
 }  // namespace

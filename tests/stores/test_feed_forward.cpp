@@ -1,6 +1,8 @@
 // Every feed-forward kind against the naive loops of model_reference.h.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "recall/stores/feed_forward.h"
 #include "recall/stores/glu.h"
 #include "recall/stores/learned_kv.h"
@@ -179,13 +181,38 @@ TEST(ModelFeedForward, NamesOfEveryKindRoundTrip) {
     auto [kind, activation] = feed_forward_from_name(name);
     EXPECT_EQ(feed_forward_name(kind, activation), name);
   }
+  // every kind and activation the config takes: its name comes back to it, one name each
+  std::set<std::string> names;
+  const auto listed = feed_forward_names();
+  for (FfnKind kind : all_ffn_kinds()) {
+    EXPECT_EQ(ffn_kind_from_string(to_string(kind)), kind);
+    if (kind == FfnKind::kNone) continue;
+    for (Activation activation : all_activations()) {
+      SCOPED_TRACE(to_string(kind) + " " + to_string(activation));
+      EXPECT_EQ(activation_from_string(to_string(activation)), activation);
+      const auto name = feed_forward_name(kind, activation);
+      const auto [k, a] = feed_forward_from_name(name);
+      EXPECT_EQ(k, kind);
+      if (kind == FfnKind::kMlp || kind == FfnKind::kGlu) {
+        EXPECT_EQ(a, activation);
+      }
+      names.insert(name);
+    }
+  }
+  // linear and learned_kv once, mlp and glu once per activation; the tests' list among them
+  EXPECT_EQ(names.size(), 2 + 2 * all_activations().size());
+  for (const auto& name : listed) EXPECT_EQ(names.count(name), 1u) << name;
+  EXPECT_EQ(feed_forward_from_name("mlp-gelu_tanh"),
+            std::make_pair(FfnKind::kMlp, Activation::kGeluTanh));
+  EXPECT_EQ(all_ffn_kinds().back(), FfnKind::kNone);
   EXPECT_EQ(feed_forward_from_name("swiglu"), std::make_pair(FfnKind::kGlu, Activation::kSilu));
   try {
     feed_forward_from_name("moe");
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'moe' is unknown"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("glu-relu2"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("glu-<activation>"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gelu_tanh"), std::string::npos);
   }
 }
 

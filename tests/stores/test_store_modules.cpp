@@ -92,8 +92,8 @@ TEST(StoreModules, WrittenTwoLayerStoresAreTheModelsModules) {
   auto glu = std::dynamic_pointer_cast<GluStoreImpl>(make_store(StoreSpec::parse("swiglu"), 4, 4));
   ASSERT_TRUE(glu);
   EXPECT_EQ(glu->options.gate(), Activation::kSilu);
-  EXPECT_TRUE(
-      std::dynamic_pointer_cast<WeightStoreImpl>(make_store(StoreSpec::parse("relu5"), 4, 4)));
+  EXPECT_TRUE(std::dynamic_pointer_cast<WeightFunctionStoreImpl>(
+      make_store(StoreSpec::parse("relu5"), 4, 4)));
   const auto K = unit_rows(6, 4, 4), V = unit_rows(6, 3, 5);
   auto mlp = make_store(StoreSpec::parse("relu3"), 4, 3);
   mlp->write(K, V);

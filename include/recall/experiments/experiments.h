@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 #include "recall/train/task.h"
 
 namespace recall {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "recall/models/activation_cache.h"
-#include "recall/models/model.h"
 #include "recall/models/norm.h"
+#include "recall/models/transformer.h"
 #include "recall/stores/attention.h"
 #include "recall/stores/feed_forward.h"
 

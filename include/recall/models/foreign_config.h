@@ -7,7 +7,7 @@
 #include <string>
 
 #include "recall/core/torch_pickle.h"
-#include "recall/models/model.h"
+#include "recall/models/model_config.h"
 
 namespace recall {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "recall/models/model.h"
+#include "recall/models/model_config.h"
 
 namespace recall {
 

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 namespace recall {
 
@@ -13,6 +14,8 @@ enum class Activation { kRelu, kRelu2, kRelu3, kGelu, kSilu, kGeluTanh };
 std::string to_string(Activation v);
 // Throws std::invalid_argument naming the value and the accepted names.
 Activation activation_from_string(const std::string& s);
+// Every activation, in enum order.
+const std::vector<Activation>& all_activations();
 
 // sigma(s), elementwise, in the dtype of s.
 torch::Tensor activate(Activation a, const torch::Tensor& s);

@@ -50,10 +50,11 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
  public:
   explicit AttentionImpl(AttentionOptions options);
   void reset() override;
-  // x: (B, T, d_model) -> (B, T, d_model), the fused causal kernel (causal_attention.h)
+  // x: (B, T, d_model) -> (B, T, d_model): the fused causal kernel (causal_attention.h) where it
+  // runs, attend_reference elsewhere (other dtypes and devices, RECALL_KERNELS=reference)
   torch::Tensor forward(const torch::Tensor& x) override;
-  // x: (B, T, d_model) -> (B, H, T, N + T) attention weights, with plain torch ops; each row sums
-  // to 1, and the weight of context key s > t is 0.
+  // x: (B, T, d_model) -> (B, H, T, N + T) attention weights (attend_reference); each row sums to
+  // 1, and the weight of context key s > t is 0.
   torch::Tensor recall_weights(const torch::Tensor& x) override;
   torch::Tensor keys() const override;    // mem_k: (H, N, d_head), N = 0 gives an empty tensor
   torch::Tensor values() const override;  // mem_v: (H, N, d_head)
@@ -61,18 +62,30 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
 
   // Incremental decoding: x (B, T, d_model) holds the positions kv.length() .. kv.length() + T - 1;
   // their keys and values are appended to kv, and the output equals forward's at those positions
-  // of the whole sequence (plain torch ops).
+  // of the whole sequence (attend_reference).
   torch::Tensor forward_incremental(const torch::Tensor& x, AttentionKv& kv);
 
-  // The pieces of forward with plain torch ops (the slow path, which a model's activation cache
-  // reads): q (B, T, H, dh) after RoPE, k and v (B, N + T, H, dh) with the N memories first.
+  // The pieces of forward (a model's activation cache reads them): q (B, T, H, dh) after RoPE,
+  // k and v (B, N + T, H, dh) with the N memories first.
   std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
-  // softmax of the scaled, causally masked logits of q against k: (B, H, T, N + T). With an
-  // offset, q holds the positions offset .. offset + T - 1 and k (B, N + offset + T, H, dh).
-  torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k,
-                                  int64_t offset = 0);
+  // What attend_reference returns: the per-head outputs, before head_mask and the output
+  // projection, and the weights that made them.
+  struct Attended {
+    torch::Tensor y;        // (B, T, H, dh); undefined when attend_reference got no values
+    torch::Tensor weights;  // (B, H, T, S), S = N + offset + T
+  };
+  // The attention maths in plain torch ops, the one reference of this store: forward's fallback
+  // and the fused kernel's reference in tests, the activation cache, incremental decoding and
+  // recall_weights. q (B, T, H, dh) holds the positions offset .. offset + T - 1; k and v
+  // (B, S, H, dh) the N memories, then the context keys 0 .. offset + T - 1 (with_memories). For
+  // query t (position p = offset + t)
+  //   w_ts = softmax_s(q_t . k_s * logit_scale(p + 1))   over the memories and context s <= p,
+  //   y_t = sum_s w_ts v_s.
+  // Without v (undefined), the weights alone.
+  Attended attend_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            int64_t offset = 0);
   // per head outputs y (B, T, H, dh) -> head_mask (when some head is masked), then the output
-  // projection: (B, T, d_model)
+  // projection: (B, T, d_model). Both paths of forward end here.
   torch::Tensor output(const torch::Tensor& y);
   // q, k, v of x after the convolution and RoPE, each (B, T, H, d_head); x holds positions
   // offset .. offset + T - 1. With a convolution, `tail` (when given) holds the projections of the

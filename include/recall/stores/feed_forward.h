@@ -9,6 +9,9 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "recall/stores/activation.h"
 #include "recall/stores/store.h"
@@ -20,6 +23,8 @@ std::string to_string(FfnKind v);
 // Throws std::invalid_argument naming the value and the accepted names. ("swiglu", accepted by
 // the config for glu + silu, is resolved there, since it sets the activation too.)
 FfnKind ffn_kind_from_string(const std::string& s);
+// Every kind, in enum order (none last).
+const std::vector<FfnKind>& all_ffn_kinds();
 
 struct FeedForwardOptions {
   explicit FeedForwardOptions(int64_t d_model) : d_model_(d_model) {}
@@ -46,10 +51,13 @@ int64_t feed_forward_num_parameters(const FeedForwardOptions& options);
 // A kind spelled as one name, as `recall fit --kind` takes it: linear, mlp-<activation>,
 // glu-<gate>, learned_kv; swiglu = glu-silu.
 std::string feed_forward_name(FfnKind kind, Activation activation);
-// Throws std::invalid_argument naming the value and the accepted names.
+// The kind and activation of a name, for every kind and activation the config accepts; linear and
+// learned_kv, which use none, get the default activation (FeedForwardOptions). Throws
+// std::invalid_argument naming the value and the accepted names.
 std::pair<FfnKind, Activation> feed_forward_from_name(const std::string& name);
-// Every name: linear, mlp-relu, mlp-relu2, mlp-relu3, mlp-gelu, glu-silu, glu-relu, glu-relu2,
-// glu-gelu, learned_kv.
+// The kinds that the tests of every kind train and inspect: linear, mlp-relu, mlp-relu2,
+// mlp-relu3, mlp-gelu, glu-silu, glu-relu, glu-relu2, glu-gelu, learned_kv (feed_forward_from_name
+// also takes mlp-silu, mlp-gelu_tanh, glu-relu3 and glu-gelu_tanh).
 std::vector<std::string> feed_forward_names();
 
 // The written store with the weight function of a learned store of this kind, whose random-key

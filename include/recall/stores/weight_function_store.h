@@ -14,17 +14,17 @@ torch::Tensor weight_function_weights(const WeightFunction& w, const torch::Tens
 torch::Tensor weight_function_recall(const WeightFunction& w, const torch::Tensor& K,
                                      const torch::Tensor& V, const torch::Tensor& X);  // (Q, d_v)
 
-struct WeightStoreOptions {
-  WeightStoreOptions(int64_t d_k, int64_t d_v, WeightFunction weight)
+struct WeightFunctionStoreOptions {
+  WeightFunctionStoreOptions(int64_t d_k, int64_t d_v, WeightFunction weight)
       : d_k_(d_k), d_v_(d_v), weight_(weight) {}
   TORCH_ARG(int64_t, d_k);
   TORCH_ARG(int64_t, d_v);
   TORCH_ARG(WeightFunction, weight);
 };
 
-class WeightStoreImpl : public StoreModule<WeightStoreImpl, WritableStore> {
+class WeightFunctionStoreImpl : public StoreModule<WeightFunctionStoreImpl, WritableStore> {
  public:
-  explicit WeightStoreImpl(WeightStoreOptions options);
+  explicit WeightFunctionStoreImpl(WeightFunctionStoreOptions options);
   void reset() override;
   void write(const torch::Tensor& keys, const torch::Tensor& values) override;
   torch::Tensor forward(const torch::Tensor& x) override;
@@ -34,10 +34,10 @@ class WeightStoreImpl : public StoreModule<WeightStoreImpl, WritableStore> {
   torch::Tensor values() const override { return stored_values; }
   int64_t size() const override { return stored_keys.size(0); }
 
-  WeightStoreOptions options;
+  WeightFunctionStoreOptions options;
   torch::Tensor stored_keys;    // buffer "keys": (M, d_k)
   torch::Tensor stored_values;  // buffer "values": (M, d_v)
 };
-TORCH_MODULE(WeightStore);
+TORCH_MODULE(WeightFunctionStore);
 
 }  // namespace recall

@@ -14,7 +14,7 @@
 
 #include <functional>
 
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 #include "recall/train/task.h"
 
 namespace recall {

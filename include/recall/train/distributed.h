@@ -29,7 +29,7 @@
 #include <string>
 #include <utility>
 
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 #include "recall/train/task.h"
 
 namespace recall {

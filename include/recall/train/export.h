@@ -11,7 +11,7 @@
 #include <string>
 
 #include "recall/core/safetensors.h"
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 #include "recall/train/train_config.h"
 
 namespace recall {

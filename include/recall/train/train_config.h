@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 
 namespace recall {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "recall/models/model.h"
+#include "recall/models/transformer.h"
 #include "recall/train/distributed.h"
 #include "recall/train/task.h"
 #include "recall/train/train_config.h"
