@@ -29,8 +29,8 @@ namespace {
 
 // Keys (n, d_k) and values (n, d_v), unit rows, from Gaussian rows x (n, d_k + d_v); and the
 // keys transposed into kt (d_k, n), row stride ldt, unless kt is null.
-RECALL_VECTOR_CLONES void unit_rows(const float* x, int64_t n, int64_t d_k, int64_t d_v,
-                                    float* keys, float* values, float* kt, int64_t ldt) {
+RECALL_VECTOR_CLONES void unit_keys_and_values(const float* x, int64_t n, int64_t d_k, int64_t d_v,
+                                               float* keys, float* values, float* kt, int64_t ldt) {
   for (int64_t r = 0; r < n; ++r) {
     const float* k = x + r * (d_k + d_v);
     const float* v = k + d_k;
@@ -100,8 +100,8 @@ class MemoryStream {
     parallel_claim(kBlock / kSub, [&](int64_t i, int) {
       std::vector<float> x(static_cast<size_t>(kSub * d));  // (kSub, d_k + d_v) Gaussian rows
       fill_normal(x.data(), kSub * d, splitmix64(base + static_cast<uint64_t>(i)));
-      unit_rows(x.data(), kSub, d_k_, d_v_, kp + i * kSub * d_k_, vp + i * kSub * d_v_,
-                ktp ? ktp + i * kSub : nullptr, kStride);
+      unit_keys_and_values(x.data(), kSub, d_k_, d_v_, kp + i * kSub * d_k_, vp + i * kSub * d_v_,
+                           ktp ? ktp + i * kSub : nullptr, kStride);
     });
     keys_ = keys.to(device_);
     values_ = values.to(device_);
