@@ -19,11 +19,7 @@ Activation activation_from_string(const std::string& s) {
   return enum_from_name<Activation>(kActivationNames, s, "activation");
 }
 const std::vector<Activation>& all_activations() {
-  static const std::vector<Activation> all = [] {
-    std::vector<Activation> v;  // one per name, so a new activation cannot be left out
-    for (size_t i = 0; i < kActivationNames.size(); ++i) v.push_back(static_cast<Activation>(i));
-    return v;
-  }();
+  static const std::vector<Activation> all = enum_values<Activation>(kActivationNames);
   return all;
 }
 

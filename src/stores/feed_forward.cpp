@@ -33,11 +33,7 @@ FfnKind ffn_kind_from_string(const std::string& s) {
   return enum_from_name<FfnKind>(kFfnNames, s, "ffn");
 }
 const std::vector<FfnKind>& all_ffn_kinds() {
-  static const std::vector<FfnKind> all = [] {
-    std::vector<FfnKind> v;  // one per name, so a new kind cannot be left out
-    for (size_t i = 0; i < kFfnNames.size(); ++i) v.push_back(static_cast<FfnKind>(i));
-    return v;
-  }();
+  static const std::vector<FfnKind> all = enum_values<FfnKind>(kFfnNames);
   return all;
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace recall {
 
@@ -23,6 +24,14 @@ Enum enum_from_name(const std::array<const char*, N>& names, const std::string& 
   std::string accepted;
   for (size_t i = 0; i < N; ++i) accepted += (i ? ", " : "") + std::string(names[i]);
   throw std::invalid_argument(fmt::format("{} '{}' is unknown: use one of {}", what, s, accepted));
+}
+
+// Every value in enum order, one per name: a loop over them cannot leave a new value out.
+template <typename Enum, size_t N>
+std::vector<Enum> enum_values(const std::array<const char*, N>& names) {
+  std::vector<Enum> all;
+  for (size_t i = 0; i < names.size(); ++i) all.push_back(static_cast<Enum>(i));
+  return all;
 }
 
 }  // namespace recall
