@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "recall/core/kernels.h"
-#include "recall/train/fused_adamw.h"
 #include "recall/train/checkpoint.h"
+#include "recall/train/fused_adamw.h"
 
 namespace recall {
 namespace {
