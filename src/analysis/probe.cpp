@@ -332,7 +332,10 @@ double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown) {
     q_max = std::max(q_max, static_cast<double>(a.queries));
     stream += 4 * static_cast<double>(a.queries) * (static_cast<double>(config.d_v) + 1);
   }
-  stream += 4 * (2 * q_max * chunk + 16384 * dkv + chunk * dkv);
+  // the stream's block: keys and values, and the keys transposed
+  const auto block = static_cast<double>(MemoryStream::kBlock) * dkv +
+                     static_cast<double>(MemoryStream::kStride * config.d_k);
+  stream += 4 * (2 * q_max * chunk + block + chunk * dkv);
   samples *= 8 * 2 * static_cast<double>(config.trials);  // per trial, and its accumulator's copy
   if (breakdown)
     *breakdown = fmt::format(
