@@ -1,7 +1,7 @@
 #include "recall/analysis/memory_stream.h"
 
 #include <cmath>
-#include <vector>
+#include <memory>
 
 #include "recall/core/random.h"
 #include "recall/core/row_math.h"
@@ -11,10 +11,9 @@ namespace recall {
 
 namespace {
 
-// Keys (n, d_k) and values (n, d_v), unit rows, from Gaussian rows x (n, d_k + d_v); and the
-// keys transposed into kt (d_k, n), row stride ldt, unless kt is null.
+// Keys (n, d_k) and values (n, d_v), unit rows, from Gaussian rows x (n, d_k + d_v).
 RECALL_VECTOR_CLONES void unit_keys_and_values(const float* x, int64_t n, int64_t d_k, int64_t d_v,
-                                               float* keys, float* values, float* kt, int64_t ldt) {
+                                               float* keys, float* values) {
   for (int64_t r = 0; r < n; ++r) {
     const float* k = x + r * (d_k + d_v);
     const float* v = k + d_k;
@@ -23,37 +22,29 @@ RECALL_VECTOR_CLONES void unit_keys_and_values(const float* x, int64_t n, int64_
     for (int64_t j = 0; j < d_k; ++j) keys[r * d_k + j] = k[j] * ik;
     for (int64_t j = 0; j < d_v; ++j) values[r * d_v + j] = v[j] * iv;
   }
-  if (kt)
-    for (int64_t r0 = 0; r0 < n; r0 += 16)  // 16 rows at a time: whole lines of kt
-      for (int64_t c = 0; c < d_k; ++c)
-        for (int64_t r = r0; r < std::min(n, r0 + 16); ++r) kt[c * ldt + r] = keys[r * d_k + c];
 }
 
 }  // namespace
 
 void MemoryStream::load(int64_t block) {
   if (block == cached_) return;
-  // Sub-blocks with their own seeds are drawn, normalised and laid out in one parallel region,
+  // Sub-blocks with their own seeds are drawn and normalised in one parallel region,
   // in plain loops: a torch op on a worker thread would start torch's per-thread set-up there
   // (a new OpenMP team and thread pool). The result does not depend on threads.
   constexpr int64_t kSub = 2048;
   const int64_t d = d_k_ + d_v_;
   auto keys = torch::empty({kBlock, d_k_}), values = torch::empty({kBlock, d_v_});
-  auto keys_t =
-      device_.is_cpu() ? torch::empty({d_k_, kStride}).slice(1, 0, kBlock) : torch::Tensor();
   float* kp = keys.data_ptr<float>();
   float* vp = values.data_ptr<float>();
-  float* ktp = keys_t.defined() ? keys_t.data_ptr<float>() : nullptr;
   const uint64_t base = splitmix64(seed_ + static_cast<uint64_t>(block));
   parallel_claim(kBlock / kSub, [&](int64_t i, int) {
-    std::vector<float> x(static_cast<size_t>(kSub * d));  // (kSub, d_k + d_v) Gaussian rows
-    fill_normal(x.data(), kSub * d, splitmix64(base + static_cast<uint64_t>(i)));
-    unit_keys_and_values(x.data(), kSub, d_k_, d_v_, kp + i * kSub * d_k_, vp + i * kSub * d_v_,
-                         ktp ? ktp + i * kSub : nullptr, kStride);
+    // (kSub, d_k + d_v) Gaussian rows; not zeroed first, as every element is drawn
+    std::unique_ptr<float[]> x(new float[static_cast<size_t>(kSub * d)]);
+    fill_normal(x.get(), kSub * d, splitmix64(base + static_cast<uint64_t>(i)));
+    unit_keys_and_values(x.get(), kSub, d_k_, d_v_, kp + i * kSub * d_k_, vp + i * kSub * d_v_);
   });
   keys_ = keys.to(device_);
   values_ = values.to(device_);
-  keys_t_ = keys_t;
   cached_ = block;
 }
 

@@ -161,15 +161,17 @@ double update_with_torch_ops(std::vector<Accumulator*>& active, const torch::Ten
 // The fused CPU path. Items are (a tile of kRowTile queries, up to kAccsPerItem accumulators),
 // claimed by torch's threads in one parallel region per chunk; each item walks the chunk kColTile
 // memories at a time: the similarity tile (one product), then per accumulator its weights (one
-// vectorised pass) and its sums (one product), all in L2. An item owns its rows of its
-// accumulators' sums, and the tile sizes are constants, so every product has the same shape and
-// the sums the same bits at any thread count.
+// vectorised pass) and its sums (one product), all in L2. The tiles are memories x queries,
+// S^T = K Q^T, so the keys are read as the stream draws them (row-major) against the transposed
+// queries; the sums then read the weights transposed. An item owns its rows of its accumulators'
+// sums, and the tile sizes are constants, so every product has the same shape and the sums the
+// same bits at any thread count.
 constexpr int64_t kRowTile = 32;
 constexpr int64_t kColTile = 512;
 constexpr int64_t kAccsPerItem = 8;
 
-double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& queries,
-                    const torch::Tensor& Kt, const torch::Tensor& V, int64_t c0, int64_t c1,
+double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& queries_t,
+                    const torch::Tensor& K, const torch::Tensor& V, int64_t c0, int64_t c1,
                     ProbeProfile& profile) {
   // Accumulators with more queries first: a row tile's accumulators are then a prefix.
   std::stable_sort(active.begin(), active.end(),
@@ -186,42 +188,52 @@ double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& quer
     for (size_t a0 = 0; a0 < n; a0 += kAccsPerItem)
       items.push_back({r0, std::min(kRowTile, q_max - r0), a0, std::min(n, a0 + kAccsPerItem)});
   }
-  // Kt (d_k, C), rows strided: the similarity tiles read rows of it
-  const int64_t d_k = Kt.size(0), d_v = V.size(1), ldk = Kt.stride(0);
-  const float* Q = queries.data_ptr<float>();
-  const float* Kp = Kt.data_ptr<float>();
-  const float* Vp = V.data_ptr<float>();
+  // The longest items first (a similarity product, then per accumulator its weights and sums):
+  // threads claiming them in turn then finish together, even beside a busy core.
+  auto cost = [](const Item& it) { return it.rows * static_cast<int64_t>(1 + it.a1 - it.a0); };
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const Item& x, const Item& y) { return cost(x) > cost(y); });
+  const int64_t d_k = K.size(1), d_v = V.size(1), ldq = queries_t.size(1);
+  const float* Qt = queries_t.data_ptr<float>();  // (d_k, ldq)
+  const float* Kp = K.data_ptr<float>();          // (C, d_k)
+  const float* Vp = V.data_ptr<float>();          // (C, d_v)
   // per thread: seconds in similarity, weights, accumulate
   const auto workers = static_cast<size_t>(at::get_num_threads());
   std::vector<std::array<double, 3>> seconds(workers);
-  std::vector<std::vector<float>> buffers(workers, std::vector<float>(2 * kRowTile * kColTile));
+  std::vector<std::vector<float>> buffers(workers, std::vector<float>(2 * kColTile * kRowTile));
   parallel_claim(static_cast<int64_t>(items.size()), [&](int64_t k, int worker) {
     const Item& it = items[static_cast<size_t>(k)];
     auto& buffer = buffers[static_cast<size_t>(worker)];
-    float* S = buffer.data();                        // (rows, kColTile)
-    float* W = buffer.data() + kRowTile * kColTile;  // (rows, kColTile)
+    float* St = buffer.data();                        // (kColTile, rows), row stride kRowTile
+    float* Wt = buffer.data() + kColTile * kRowTile;  // (kColTile, rows), row stride kRowTile
     auto& sec = seconds[static_cast<size_t>(worker)];
     for (int64_t b0 = c0; b0 < c1; b0 += kColTile) {
       const int64_t nb = std::min(kColTile, c1 - b0);
       auto t = std::chrono::steady_clock::now();
-      tile_gemm(Q + it.r0 * d_k, d_k, Kp + (b0 - c0), ldk, S, kColTile, it.rows, nb, d_k, false);
+      // (nb, d_k) (d_k, rows): the memories' keys against this tile's queries
+      tile_gemm(Kp + (b0 - c0) * d_k, d_k, 1, Qt + it.r0, ldq, St, kRowTile, nb, it.rows, d_k,
+                false);
       auto t1 = std::chrono::steady_clock::now();
       sec[0] += std::chrono::duration<double>(t1 - t).count();
       for (size_t i = it.a0; i < it.a1; ++i) {
         Accumulator& a = *active[i];
         const int64_t rows = std::min(it.rows, a.q - it.r0);
         t = std::chrono::steady_clock::now();
-        relative_weights_rows(a.weight, S, kColTile, W, kColTile, rows, nb);
+        if (rows == kRowTile)  // the whole tile is one run of nb * kRowTile similarities
+          relative_weights_rows(a.weight, St, 0, Wt, 0, 1, nb * kRowTile);
+        else
+          relative_weights_rows(a.weight, St, kRowTile, Wt, kRowTile, nb, rows);
         float* signal = a.signal.data_ptr<float>();
         for (int64_t j = std::max(it.r0, b0); j < std::min(it.r0 + rows, b0 + nb); ++j) {
-          float& diagonal = W[(j - it.r0) * kColTile + (j - b0)];  // query j meets itself
+          float& diagonal = Wt[(j - b0) * kRowTile + (j - it.r0)];  // query j meets itself
           signal[j] = diagonal;
           diagonal = 0.0f;
         }
         t1 = std::chrono::steady_clock::now();
         sec[1] += std::chrono::duration<double>(t1 - t).count();
-        tile_gemm(W, kColTile, Vp + (b0 - c0) * d_v, d_v, a.sums.data_ptr<float>() + it.r0 * d_v,
-                  d_v, rows, d_v, nb, true);
+        // (rows, nb) (nb, d_v), the weights read transposed
+        tile_gemm(Wt, 1, kRowTile, Vp + (b0 - c0) * d_v, d_v,
+                  a.sums.data_ptr<float>() + it.r0 * d_v, d_v, rows, d_v, nb, true);
         sec[2] += seconds_since(t1);
       }
     }
@@ -332,9 +344,8 @@ double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown) {
     q_max = std::max(q_max, static_cast<double>(a.queries));
     stream += 4 * static_cast<double>(a.queries) * (static_cast<double>(config.d_v) + 1);
   }
-  // the stream's block: keys and values, and the keys transposed
-  const auto block = static_cast<double>(MemoryStream::kBlock) * dkv +
-                     static_cast<double>(MemoryStream::kStride * config.d_k);
+  // the stream's block: keys and values
+  const auto block = static_cast<double>(MemoryStream::kBlock) * dkv;
   stream += 4 * (2 * q_max * chunk + block + chunk * dkv);
   samples *= 8 * 2 * static_cast<double>(config.trials);  // per trial, and its accumulator's copy
   if (breakdown)
@@ -360,14 +371,15 @@ void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryS
   ProbeProfile& profile = result.profile;
   int64_t q_max = 0;
   for (const auto& a : accs) q_max = std::max(q_max, a.q);
-  torch::Tensor queries;
+  torch::Tensor queries;  // the first stored keys: (q_max, d_k), transposed on the fused path
   auto t_queries = std::chrono::steady_clock::now();
-  if (q_max > 0) queries = stream.get(0, q_max).first.clone();  // the first stored keys
+  if (q_max > 0) queries = stream.get(0, q_max).first.clone();
+  if (fused && q_max > 0) queries = queries.t().contiguous();
   profile.generate += seconds_since(t_queries);
   for (auto& a : accs) a.start(config.d_v, config.device);
   for (int64_t c0 = 0; c0 < plan.end_max;) {
-    // chunks end at grid points, and on the fused path also at the stream's blocks (whose
-    // transposed keys they read in place)
+    // chunks end at grid points, and on the fused path also at the stream's blocks (whose keys
+    // and values they read in place)
     int64_t c1 = std::min({*std::upper_bound(plan.boundaries.begin(), plan.boundaries.end(), c0),
                            c0 + config.chunk, plan.end_max});
     if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
@@ -379,9 +391,8 @@ void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryS
       if (a.end > c0) active.push_back(&a);
     int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
     for (auto* a : active) q_active = std::max(q_active, a->q);
-    const double work =
-        fused ? update_fused(active, queries, stream.keys_t(c0, c1), V, c0, c1, profile)
-              : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
+    const double work = fused ? update_fused(active, queries, K, V, c0, c1, profile)
+                              : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
     result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
                     2.0 * work * static_cast<double>(config.d_v);
     done += work;

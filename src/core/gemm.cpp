@@ -3,7 +3,10 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
+#include <string>
 
 #include "recall/core/kernels.h"
 #include "recall/core/row_math.h"
@@ -16,11 +19,44 @@ namespace {
 using SgemmFn = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                         float* C, int64_t ldc);
+// The Fortran BLAS sgemm (column-major, 32-bit sizes, every argument by pointer).
+using FortranSgemmFn = void (*)(const char* transa, const char* transb, const int* m, const int* n,
+                                const int* k, const float* alpha, const float* a, const int* lda,
+                                const float* b, const int* ldb, const float* beta, float* c,
+                                const int* ldc);
 
 std::atomic<int64_t> sgemm_calls{0};
 
+// MKL's sgemm, where MKL is in the process: PyPI's torch links MKL statically and exports its
+// BLAS, but not oneDNN's API. MKL is told apart from another BLAS's sgemm_ (Debian's torch loads
+// OpenBLAS, whose sgemm_ is slower on recent Xeons) by its thread-count function.
+FortranSgemmFn mkl_sgemm() {
+  static const FortranSgemmFn fn =
+      dlsym(RTLD_DEFAULT, "mkl_set_num_threads_local")
+          ? reinterpret_cast<FortranSgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"))
+          : nullptr;
+  return fn;
+}
+
+// Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, and a row-major
+// matrix read column-major is its transpose: the same call with A and B (and M and N) swapped.
+int mkl_row_major_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                        float* C, int64_t ldc) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (std::max({M, N, K, lda, ldb, ldc}) > kMax) return 2;  // dnnl_invalid_arguments
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K),
+            la = static_cast<int>(lda), lb = static_cast<int>(ldb), lc = static_cast<int>(ldc);
+  mkl_sgemm()(&transb, &transa, &n, &m, &k, &alpha, B, &lb, A, &la, &beta, C, &lc);
+  return 0;
+}
+
+// The process's row-major sgemm: oneDNN's (Debian's LibTorch loads libdnnl), else MKL's.
 SgemmFn sgemm_fn() {
-  static const SgemmFn fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
+  static const SgemmFn fn = [] {
+    if (auto dnnl = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"))) return dnnl;
+    return mkl_sgemm() ? &mkl_row_major_sgemm : SgemmFn{nullptr};
+  }();
   return fn;
 }
 
@@ -75,7 +111,7 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
     sgemm_calls.fetch_add(1, std::memory_order_relaxed);
     const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
                                   A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
-    TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status);
+    TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
   };
   if (n == 1) {
     gemm(0);  // oneDNN threads the single product itself
@@ -183,6 +219,11 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
 
 bool fast_gemm_available() {
   return sgemm_fn() != nullptr;
+}
+
+std::string fast_gemm_name() {
+  if (!sgemm_fn()) return "";
+  return sgemm_fn() == &mkl_row_major_sgemm ? "MKL sgemm" : "oneDNN dnnl_sgemm";
 }
 
 int64_t fast_gemm_calls() {

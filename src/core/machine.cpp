@@ -229,7 +229,7 @@ double measured_peak(const c10::Device& device, std::string* how) {
 }  // namespace
 
 std::string gemm_backend(const c10::Device& device) {
-  if (fast_gemm_available() && fast_kernels(device) && device.is_cpu()) return "oneDNN dnnl_sgemm";
+  if (fast_gemm_available() && fast_kernels(device) && device.is_cpu()) return fast_gemm_name();
   if (device.is_cpu()) return fmt::format("torch::matmul (OpenBLAS {})", blas_core_name());
   return fmt::format("torch::matmul ({})", device.str());
 }
@@ -237,8 +237,8 @@ std::string gemm_backend(const c10::Device& device) {
 std::string kernel_report() {
   const bool cuda = torch::cuda::is_available();
   return fmt::format(
-      "gemm: {}\ndnnl_sgemm: {}\nopenblas core: {}\nlibtorch: {}\ncuda: {}",
-      gemm_backend(c10::Device(c10::kCPU)), fast_gemm_available() ? "found" : "not found",
+      "gemm: {}\nfast sgemm: {}\nopenblas core: {}\nlibtorch: {}\ncuda: {}",
+      gemm_backend(c10::Device(c10::kCPU)), fast_gemm_available() ? fast_gemm_name() : "not found",
       blas_core_name(), TORCH_VERSION,
       cuda ? fmt::format("available ({} devices)", torch::cuda::device_count()) : "not available");
 }

@@ -56,6 +56,15 @@ GetThreads omp_get() {
   static const auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
   return fn;
 }
+// MKL's per-thread count (where MKL is in the process, as in PyPI's torch): torch sets it on its
+// own thread only, so on a new thread MKL would start a team of its default size. Returns the
+// thread's previous setting (0 for none).
+using SetThreadsLocal = int (*)(int);
+SetThreadsLocal mkl_set_local() {
+  static const auto fn =
+      reinterpret_cast<SetThreadsLocal>(dlsym(RTLD_DEFAULT, "mkl_set_num_threads_local"));
+  return fn;
+}
 }  // namespace
 
 void parallel_claim(int64_t n, const std::function<void(int64_t, int)>& fn) {
@@ -72,6 +81,7 @@ void parallel_claim(int64_t n, const std::function<void(int64_t, int)>& fn) {
     // parallel_for reads it
     const int saved = omp_get() && omp_set() ? omp_get()() : 0;
     if (saved > 1) omp_set()(1);
+    const int saved_mkl = mkl_set_local() ? mkl_set_local()(1) : 0;
     try {
       for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i, worker);
     } catch (...) {
@@ -80,6 +90,7 @@ void parallel_claim(int64_t n, const std::function<void(int64_t, int)>& fn) {
       next.store(n);
     }
     if (saved > 1) omp_set()(saved);
+    if (mkl_set_local()) mkl_set_local()(saved_mkl);
   };
   std::vector<std::thread> pool;
   for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);

@@ -50,7 +50,7 @@ torch::Tensor unit_last_stride(const torch::Tensor& x) {
 void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  TORCH_CHECK(status == 0, "dnnl_sgemm failed with status ", status);
+  TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
 }
 
 // The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its

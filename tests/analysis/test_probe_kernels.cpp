@@ -3,6 +3,7 @@
 // RECALL_KERNELS=reference and CUDA run); and the PyTorch peer against recall's JSON.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,8 +32,12 @@ TEST(ProbeKernels, RelativeWeightsMatchTorchOps) {
   const auto soft = softmax_weight(26.0);  // yarn's beta at 4M memories
   auto out = torch::empty_like(s);
   relative_weights_rows(soft, s.data_ptr<float>(), 37, out.data_ptr<float>(), 37, 5, 37);
-  EXPECT_TRUE(torch::allclose(
-      out, relative_weights(soft, s.to(torch::kFloat64)).to(torch::kFloat32), 2e-6, 1e-30));
+  // exp(x) with x = beta (s - 1) down to -52: rounding x to float moves it by up to |x| 2^-24,
+  // which exp turns into a relative error of as much, on top of exp's own 2e-7.
+  const auto s64 = s.to(torch::kFloat64);
+  const auto ref = relative_weights(soft, s64);
+  const auto bound = ref * (2e-6 + 2 * (26.0 * (1.0 - s64)).abs() * std::ldexp(1.0, -24));
+  EXPECT_TRUE(((out.to(torch::kFloat64) - ref).abs() <= bound).all().item<bool>());
 }
 
 TEST(ProbeKernels, TileGemmMatchesMm) {
@@ -40,12 +45,40 @@ TEST(ProbeKernels, TileGemmMatchesMm) {
   for (auto [m, n, k] : {std::tuple{7, 83, 19}, {32, 64, 512}, {1, 5, 3}}) {
     auto a = torch::randn({m, k}), b = torch::randn({k, n}), c = torch::randn({m, n});
     auto out = c.clone();
-    tile_gemm(a.data_ptr<float>(), k, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
+    tile_gemm(a.data_ptr<float>(), k, 1, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
               true);
     EXPECT_TRUE(torch::allclose(out, c + a.mm(b), 1e-4, 1e-4)) << m << " " << n << " " << k;
-    tile_gemm(a.data_ptr<float>(), k, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
+    tile_gemm(a.data_ptr<float>(), k, 1, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
               false);
     EXPECT_TRUE(torch::allclose(out, a.mm(b), 1e-4, 1e-4)) << m << " " << n << " " << k;
+    // A read transposed: a stored as (k, m)
+    const auto at = a.t().contiguous();
+    tile_gemm(at.data_ptr<float>(), 1, m, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
+              false);
+    EXPECT_TRUE(torch::allclose(out, a.mm(b), 1e-4, 1e-4)) << m << " " << n << " " << k << " t";
+  }
+}
+
+TEST(ProbeKernels, TileGemmKernelsAgreeBitForBit) {
+  // The AVX-512 kernel (where the CPU has it) and the portable one sum each element over k in the
+  // same order with fused multiply-adds: the same bits, so the probe's JSON does not depend on
+  // which ran. Shapes off every block, a strided B and a transposed A, as the probe reads them.
+  for (auto [m, n, k, ldb] :
+       {std::tuple{7, 83, 19, 83}, {512, 32, 64, 256}, {32, 64, 512, 64}, {5, 40, 3, 40}}) {
+    auto a = torch::randn({m, k}), b = torch::randn({k, ldb}), c = torch::randn({m, n});
+    const auto at = a.t().contiguous();
+    for (bool accumulate : {false, true})
+      for (bool transposed : {false, true}) {
+        const float* pa = transposed ? at.data_ptr<float>() : a.data_ptr<float>();
+        const int64_t ar = transposed ? 1 : k, ac = transposed ? m : 1;
+        auto fast = c.clone(), portable = c.clone();
+        tile_gemm(pa, ar, ac, b.data_ptr<float>(), ldb, fast.data_ptr<float>(), n, m, n, k,
+                  accumulate);
+        tile_gemm_portable(pa, ar, ac, b.data_ptr<float>(), ldb, portable.data_ptr<float>(), n, m,
+                           n, k, accumulate);
+        EXPECT_TRUE(torch::equal(fast, portable))
+            << m << " " << n << " " << k << " " << accumulate << " " << transposed;
+      }
   }
 }
 

@@ -52,9 +52,10 @@ TEST(Machine, TheTrainersGemmDoesNotBeatThePeak) {
 
 TEST(Machine, KernelReportNamesEachKernel) {
   const std::string r = kernel_report();
-  for (const char* key : {"gemm: ", "dnnl_sgemm: ", "openblas core: ", "libtorch: ", "cuda: "})
+  for (const char* key : {"gemm: ", "fast sgemm: ", "openblas core: ", "libtorch: ", "cuda: "})
     EXPECT_NE(r.find(key), std::string::npos) << key << " in\n" << r;
-  EXPECT_NE(r.find(fast_gemm_available() ? "dnnl_sgemm: found" : "dnnl_sgemm: not found"),
+  EXPECT_NE(r.find("fast sgemm: " +
+                   (fast_gemm_available() ? fast_gemm_name() : std::string("not found"))),
             std::string::npos);
 }
 

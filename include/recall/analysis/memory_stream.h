@@ -37,25 +37,14 @@ class MemoryStream {
     if (ks.size() == 1) return {ks[0], vs[0]};
     return {torch::cat(ks), torch::cat(vs)};
   }
-  // The keys of memories [a, b), inside one block, transposed: (d_k, b - a), row stride kStride.
-  torch::Tensor keys_t(int64_t a, int64_t b) {
-    const int64_t block = a / kBlock;
-    TORCH_CHECK(b <= (block + 1) * kBlock, "keys_t: [a, b) crosses a block");
-    load(block);
-    return keys_t_.slice(1, a - block * kBlock, b - block * kBlock);
-  }
-
   static constexpr int64_t kBlock = 16384;
-  // The transposed keys' row stride: one cache line more than a block, as rows 64 KiB apart
-  // would all fall in the same cache sets and evict each other in the similarity products.
-  static constexpr int64_t kStride = kBlock + 16;
 
  private:
-  void load(int64_t block);  // draws, normalises and lays out one block
+  void load(int64_t block);  // draws and normalises one block
   uint64_t seed_;
   int64_t d_k_, d_v_, cached_ = -1;
   torch::Device device_;
-  torch::Tensor keys_, values_, keys_t_;
+  torch::Tensor keys_, values_;
 };
 
 }  // namespace recall

@@ -2,22 +2,26 @@
 // 0.3.21, which does not know recent Xeons and falls back to an AVX2 kernel) is several times
 // slower than oneDNN's sgemm, which LibTorch already loads (libdnnl). For float32 CPU tensors these
 // functions call dnnl_sgemm (looked up at run time; strided views are passed as transposes, not
-// copied) and parallelise batches over torch's threads; anything else, and everything under
+// copied), or MKL's sgemm where the LibTorch brings MKL and hides oneDNN (PyPI's torch 2.x), and
+// parallelise batches over torch's threads; anything else, and everything under
 // RECALL_KERNELS=reference (recall/core/kernels.h), falls back to torch::matmul.
 #pragma once
 #include <torch/torch.h>
 
 namespace recall {
 
-// Whether dnnl_sgemm was found in the process.
+// Whether a fast sgemm (oneDNN's or MKL's) was found in the process, and which:
+// "oneDNN dnnl_sgemm", "MKL sgemm", or "" for none.
 bool fast_gemm_available();
+std::string fast_gemm_name();
 
-// How many dnnl_sgemm calls this process has made (fast_sgemm and the functions below): a test
+// How many fast sgemm calls this process has made (fast_sgemm and the functions below): a test
 // of a fast path reads it before and after, to know the fast path is the one that ran.
 int64_t fast_gemm_calls();
 
-// dnnl_sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status, 0 on
-// success. Requires fast_gemm_available(). Inside a torch parallel region it runs on one thread.
+// The fast sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status,
+// 0 on success. Requires fast_gemm_available(). Inside a torch parallel region it runs on one
+// thread.
 int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc);

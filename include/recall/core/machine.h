@@ -15,13 +15,13 @@ namespace recall {
 double measure_gemm_gflops(int iters = 10, int repeats = 3,
                            const c10::Device& device = c10::Device(c10::kCPU));
 
-// The GEMM the trainer's matrix products run on `device`: "oneDNN dnnl_sgemm" when it was found
-// (and RECALL_KERNELS is not reference), else torch's matmul and its library, e.g. "torch::matmul
-// (OpenBLAS SkylakeX)".
+// The GEMM the trainer's matrix products run on `device`: "oneDNN dnnl_sgemm" or "MKL sgemm" when
+// one was found (and RECALL_KERNELS is not reference), else torch's matmul and its library, e.g.
+// "torch::matmul (OpenBLAS SkylakeX)".
 std::string gemm_backend(const c10::Device& device = c10::Device(c10::kCPU));
 
-// The kernels this process uses, one "name: value" per line (the GEMM, whether dnnl_sgemm was
-// found, the OpenBLAS core, the LibTorch version, CUDA), for --version.
+// The kernels this process uses, one "name: value" per line (the GEMM, the fast sgemm found
+// or none, the OpenBLAS core, the LibTorch version, CUDA), for --version.
 std::string kernel_report();
 
 // The CPU's theoretical fp32 rate on `threads` cores: SIMD lanes (AVX-512 16, AVX2 8, SSE 4) x 2
