@@ -1,8 +1,9 @@
-// Tests of a fast path that needs oneDNN's dnnl_sgemm start with RECALL_FAST_GEMM_OR_SKIP(). Where
-// the fast GEMM is required (RECALL_REQUIRE_FAST_GEMM=1, which ctest sets when the CMake option of
-// that name is on, as it is on x86-64), a missing dnnl_sgemm fails the test instead of skipping it:
-// the fast-versus-reference comparison would otherwise compare the reference with itself. Such a
-// test also checks with fast_gemm_calls() that dnnl_sgemm is what ran.
+// Tests of a fast path that needs a fast sgemm (oneDNN's dnnl_sgemm or MKL's, recall/core/gemm.h)
+// start with RECALL_FAST_GEMM_OR_SKIP(). Where the fast GEMM is required
+// (RECALL_REQUIRE_FAST_GEMM=1, which ctest sets when the CMake option of that name is on, as it is
+// on x86-64), a missing sgemm fails the test instead of skipping it: the fast-versus-reference
+// comparison would otherwise compare the reference with itself. Such a test also checks with
+// fast_gemm_calls() that the fast sgemm is what ran.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -24,8 +25,8 @@ inline bool fast_gemm_required() {
   do {                                                                                          \
     if (!recall::fast_gemm_available()) {                                                       \
       if (recall::test::fast_gemm_required())                                                   \
-        FAIL() << "dnnl_sgemm was not found, and RECALL_REQUIRE_FAST_GEMM=1 says it must be";   \
-      GTEST_SKIP() << "no dnnl_sgemm: the reference is used (RECALL_REQUIRE_FAST_GEMM=1 would " \
+        FAIL() << "no fast sgemm was found, and RECALL_REQUIRE_FAST_GEMM=1 says one must be";   \
+      GTEST_SKIP() << "no fast sgemm: the reference is used (RECALL_REQUIRE_FAST_GEMM=1 would " \
                       "fail here)";                                                             \
     }                                                                                           \
   } while (0)

@@ -2,10 +2,10 @@
 // attention's head_mask a buffer: block i as "block<i>" beside tok_emb, and no head_mask. Files
 // written then must keep loading (TransformerImpl::load, AttentionImpl::load).
 #pragma once
-#include <torch/torch.h>
-
 #include <sstream>
 #include <string>
+
+#include "recall/core/torch.h"
 
 namespace recall::test {
 

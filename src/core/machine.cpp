@@ -3,7 +3,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <torch/torch.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -27,6 +26,7 @@
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <sched.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +13,8 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -111,7 +111,7 @@ AttentionStats attention_stats(Transformer& model, const Batch& batch) {
     const auto& w = weights[i];
     auto dz = softmax_logit_grad(w, grads[i]);  // (B, H, T, N + T)
     g2 += dz.square().sum().item<double>();
-    s.entropy += -torch::special::xlogy(w, w).sum().item<double>();
+    s.entropy += -torch::special_xlogy(w, w).sum().item<double>();
     const int64_t T = w.size(2), N = w.size(3) - T;
     auto seen = torch::arange(N + 1, N + T + 1, torch::kFloat64);  // keys seen by each query (T,)
     s.uniform_entropy += torch::log(seen).sum().item<double>() * static_cast<double>(w.size(0)) *

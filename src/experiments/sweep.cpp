@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <sys/wait.h>
-#include <torch/torch.h>
 
 #include <cctype>
 #include <chrono>
@@ -19,6 +18,7 @@
 #include "recall/core/io.h"
 #include "recall/core/signals.h"
 #include "recall/core/spawn.h"
+#include "recall/core/torch.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/metrics.h"
 #include "recall/train/train_config.h"

@@ -1,9 +1,8 @@
 // Naive references for the model tests: explicit loops over heads and positions, float64.
 #pragma once
-#include <torch/torch.h>
-
 #include <cmath>
 
+#include "recall/core/torch.h"
 #include "recall/stores/attention.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/feed_forward.h"

@@ -52,11 +52,11 @@ TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
   // Sharp attention (logits in the hundreds): the softmax's max shift and exp clamp.
   auto err = kernel_errors(2, 70, 1, 8, 40.0);
   for (int i = 0; i < 4; ++i) EXPECT_LT(err[i], 1e-3) << "sharp, part " << i;
-  EXPECT_GT(fast_gemm_calls(), calls) << "the kernel did not run dnnl_sgemm";
+  EXPECT_GT(fast_gemm_calls(), calls) << "the kernel did not run the fast sgemm";
 }
 
 TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
-  if (!fast_gemm_available()) GTEST_SKIP() << "no dnnl_sgemm: the reference is used";
+  if (!fast_gemm_available()) GTEST_SKIP() << "no fast sgemm: the reference is used";
   // Without gradients the kernel keeps no weights (one block's scratch per thread): the same
   // blocks and sums, so the same bits; and the reference's values within 1e-4.
   for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {150, 3}, {300, 0}}) {

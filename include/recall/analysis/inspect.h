@@ -20,13 +20,12 @@
 // largest weight is on r; it is a recalling head when it does so for >= half the queries. The
 // model's accuracy with the head's output zeroed (ablated) says whether the model needs it.
 #pragma once
-#include <torch/torch.h>
-
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "recall/analysis/probe.h"
+#include "recall/core/torch.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/train/trainer.h"
 

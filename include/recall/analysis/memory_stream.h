@@ -2,14 +2,13 @@
 // (normalised Gaussian vectors from core/random.h), drawn in fixed blocks so that memory i is the
 // same whatever ranges it is read in. Internal to the probe (probe.cpp).
 #pragma once
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "recall/core/random.h"
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -2,10 +2,9 @@
 // itself is sigma(1), so the ISR is the same with every weight divided by it, and softmax's
 // exp(beta (s - 1)) stays finite at any beta.
 #pragma once
-#include <torch/torch.h>
-
 #include <cstdint>
 
+#include "recall/core/torch.h"
 #include "recall/stores/weight_function.h"
 
 namespace recall {

@@ -3,9 +3,9 @@
 // machine does not have. Tensors are then made on their inputs' device (x.options()), and the CPU
 // fast paths fall back to torch's ops elsewhere (fast_kernels in recall/core/kernels.h).
 #pragma once
-#include <torch/torch.h>
-
 #include <string>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

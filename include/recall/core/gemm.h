@@ -6,7 +6,7 @@
 // parallelise batches over torch's threads; anything else, and everything under
 // RECALL_KERNELS=reference (recall/core/kernels.h), falls back to torch::matmul.
 #pragma once
-#include <torch/torch.h>
+#include "recall/core/torch.h"
 
 namespace recall {
 

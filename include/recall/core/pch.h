@@ -1,7 +1,5 @@
 // Precompiled header: torch's headers dominate compile time, so every target shares this one.
 #pragma once
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,3 +10,5 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "recall/core/torch.h"

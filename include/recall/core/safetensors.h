@@ -5,13 +5,13 @@
 // Offsets are relative to the data section; the tensors cover it without holes or overlaps. The
 // writer pads the header with spaces so that the data section starts 8-byte aligned.
 #pragma once
-#include <torch/torch.h>
-
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

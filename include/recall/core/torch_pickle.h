@@ -6,14 +6,14 @@
 // LibTorch's own reader (torch::pickle_load) cannot serve: it turns every OrderedDict, so every
 // state dict, into None.
 #pragma once
-#include <torch/torch.h>
-
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

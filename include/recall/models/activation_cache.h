@@ -14,11 +14,11 @@
 // With a cache the forward runs each sublayer's plain-torch path (slower; the cached pieces are
 // what produced the logits). The tensors stay in the autograd graph when gradients are enabled.
 #pragma once
-#include <torch/torch.h>
-
 #include <map>
 #include <string>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

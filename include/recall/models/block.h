@@ -2,11 +2,10 @@
 // none). Attention is the causal softmax store (attention.h); the feed-forward store is built from
 // the config by make_feed_forward (feed_forward.h).
 #pragma once
-#include <torch/torch.h>
-
 #include <memory>
 #include <string>
 
+#include "recall/core/torch.h"
 #include "recall/models/activation_cache.h"
 #include "recall/models/norm.h"
 #include "recall/models/transformer.h"

@@ -1,8 +1,7 @@
 // The normalisation of the pre-norm blocks: LayerNorm (x - mean) / std * w + b, or
 // RMSNorm x / rms(x) * w, over the last dimension.
 #pragma once
-#include <torch/torch.h>
-
+#include "recall/core/torch.h"
 #include "recall/models/model_config.h"
 
 namespace recall {

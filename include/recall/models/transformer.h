@@ -7,11 +7,10 @@
 // (feed_forward.h): linear, an MLP with an activation, a GLU with a gate activation (silu: SwiGLU),
 // learned-KV attention over N persistent key/value slots, or none.
 #pragma once
-#include <torch/torch.h>
-
 #include <string>
 #include <vector>
 
+#include "recall/core/torch.h"
 #include "recall/models/activation_cache.h"
 #include "recall/models/model_config.h"
 #include "recall/stores/attention.h"

@@ -3,10 +3,10 @@
 //   gelu: s Phi(s), the exact (erf) GELU;   silu: s sigmoid(s)
 //   gelu_tanh: s (1 + tanh(sqrt(2/pi) (s + 0.044715 s^3))) / 2, GPT-2's GELU (gelu_new)
 #pragma once
-#include <torch/torch.h>
-
 #include <string>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -14,8 +14,7 @@
 // so a key can hold its token's predecessor. That is how a model without positions forms the key ->
 // value link of associative recall from content alone (docs/science.md §7).
 #pragma once
-#include <torch/torch.h>
-
+#include "recall/core/torch.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/store.h"
 

@@ -6,10 +6,10 @@
 //   yarn : beta_0 * (0.1 ln(M/L) + 1)^2 for M > L     (YaRN temperature)
 //   ssmax: s * ln M, s learned per head, initialised to beta_0 / ln L (so it starts equal to su)
 #pragma once
-#include <torch/torch.h>
-
 #include <string>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

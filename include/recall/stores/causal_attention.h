@@ -7,7 +7,7 @@
 // item runs on one thread with its logits in cache. Anything else runs the store's plain-torch
 // reference, AttentionImpl::attend_reference, which the kernel's tests compare against.
 #pragma once
-#include <torch/torch.h>
+#include "recall/core/torch.h"
 
 namespace recall {
 

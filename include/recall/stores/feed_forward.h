@@ -5,14 +5,13 @@
 //   learned_kv : softmax over ffn_slots learned key/value slots per head (learned_kv.h)
 // (ffn = none has no sublayer; the block skips it.) make_feed_forward builds the module of a kind.
 #pragma once
-#include <torch/torch.h>
-
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "recall/core/torch.h"
 #include "recall/stores/activation.h"
 #include "recall/stores/store.h"
 

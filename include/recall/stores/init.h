@@ -1,7 +1,7 @@
 // Parameter initialisation shared by the model's modules (GPT-2 style): weights ~ N(0, 0.02^2),
 // biases 0.
 #pragma once
-#include <torch/torch.h>
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -5,7 +5,7 @@
 // Memory j is recalled when ISR_j < 1. With orthonormal values (an attention head, whose values are
 // one-hot positions) it is || W_j,-j ||_2 / W_jj.
 #pragma once
-#include <torch/torch.h>
+#include "recall/core/torch.h"
 
 namespace recall {
 

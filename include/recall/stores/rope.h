@@ -1,7 +1,7 @@
 // Rotary position embedding (RoPE, rotate-half form): channel pairs (i, i + d/2) of a head vector
 // at position t are rotated by the angle t * base^(-2i/d), so that q_t . k_s depends on t - s only.
 #pragma once
-#include <torch/torch.h>
+#include "recall/core/torch.h"
 
 namespace recall {
 

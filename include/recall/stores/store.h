@@ -4,13 +4,12 @@
 // Every store here is a torch module implementing this interface; make_store builds a written one
 // by name, make_feed_forward (feed_forward.h) a learned one by kind.
 #pragma once
-#include <torch/torch.h>
-
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "recall/core/torch.h"
 #include "recall/stores/weight_function.h"
 
 namespace recall {

@@ -4,9 +4,9 @@
 // relu^p, swiglu with shared gate and input) and softmax attention's unnormalised weight exp(beta
 // s).
 #pragma once
-#include <torch/torch.h>
-
 #include <string>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

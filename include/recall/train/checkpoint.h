@@ -6,12 +6,12 @@
 // bytes). A truncated file, a flipped byte, an unknown version or a missing section is refused with
 // UsageError naming the file and what is wrong.
 #pragma once
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -10,10 +10,9 @@
 // So for a given worker count the gradient bytes depend only on the batch and the parameters (the
 // same seed gives the same run); different worker counts differ by float rounding.
 #pragma once
-#include <torch/torch.h>
-
 #include <functional>
 
+#include "recall/core/torch.h"
 #include "recall/models/transformer.h"
 #include "recall/train/task.h"
 

@@ -20,8 +20,6 @@
 // The summed gradients are the same bytes on every rank, so the clip and AdamW keep the ranks'
 // parameters identical without any broadcast.
 #pragma once
-#include <torch/torch.h>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,6 +27,7 @@
 #include <string>
 #include <utility>
 
+#include "recall/core/torch.h"
 #include "recall/models/transformer.h"
 #include "recall/train/task.h"
 

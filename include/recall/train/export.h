@@ -6,11 +6,10 @@
 //   DIR/model.safetensors  the same tensors under the same names
 //   DIR/config.json  {"model": {...ModelConfig keys...}, "task": ..., "step": ..., ...}
 #pragma once
-#include <torch/torch.h>
-
 #include <string>
 
 #include "recall/core/safetensors.h"
+#include "recall/core/torch.h"
 #include "recall/models/transformer.h"
 #include "recall/train/train_config.h"
 

@@ -8,9 +8,9 @@
 // RECALL_KERNELS=reference (fast_kernels in recall/core/kernels.h) step() is AdamW::step on that
 // same state.
 #pragma once
-#include <torch/torch.h>
-
 #include <vector>
+
+#include "recall/core/torch.h"
 
 namespace recall {
 

@@ -1,8 +1,6 @@
 // Training tasks (docs/science.md §6). A task makes batches of token sequences with a mask of the
 // positions that are scored; the trainer minimises cross-entropy on those positions only.
 #pragma once
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -10,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "recall/core/torch.h"
 #include "recall/train/train_config.h"
 
 namespace recall {
