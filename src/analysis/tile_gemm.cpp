@@ -5,7 +5,9 @@
 
 #include "recall/core/row_math.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC only, as RECALL_VECTOR_CLONES: clang refuses 64-byte vectors passed between functions not
+// compiled for AVX-512, and clang builds here are the sanitized ones.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define RECALL_TILE_AVX512 1
 #endif

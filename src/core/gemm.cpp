@@ -30,11 +30,17 @@ std::atomic<int64_t> sgemm_calls{0};
 // MKL's sgemm, where MKL is in the process: PyPI's torch links MKL statically and exports its
 // BLAS, but not oneDNN's API. MKL is told apart from another BLAS's sgemm_ (Debian's torch loads
 // OpenBLAS, whose sgemm_ is slower on recent Xeons) by its thread-count function.
+// Its C entry points are the mixed-case names (the lower-case ones take pointers, as Fortran's).
+// MKL may also split a product over fewer threads when the machine is busy, and so sum it in
+// another order; MKL_Set_Dynamic(0) keeps the split fixed, so runs give the same bits.
 FortranSgemmFn mkl_sgemm() {
-  static const FortranSgemmFn fn =
-      dlsym(RTLD_DEFAULT, "mkl_set_num_threads_local")
-          ? reinterpret_cast<FortranSgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"))
-          : nullptr;
+  static const FortranSgemmFn fn = [] {
+    const auto set_dynamic =
+        reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "MKL_Set_Dynamic"));
+    if (!set_dynamic || !dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local")) return FortranSgemmFn{};
+    set_dynamic(0);
+    return reinterpret_cast<FortranSgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"));
+  }();
   return fn;
 }
 

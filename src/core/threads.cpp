@@ -63,7 +63,7 @@ GetThreads omp_get() {
 using SetThreadsLocal = int (*)(int);
 SetThreadsLocal mkl_set_local() {
   static const auto fn =
-      reinterpret_cast<SetThreadsLocal>(dlsym(RTLD_DEFAULT, "mkl_set_num_threads_local"));
+      reinterpret_cast<SetThreadsLocal>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
   return fn;
 }
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "analysis/inspect_test_util.h"
 #include "recall/analysis/extrapolate.h"
+#include "sanitizer_test_util.h"
 
 namespace recall {
 namespace {
@@ -62,6 +63,7 @@ TEST(Extrapolate, PairsGrowWithTheLengthUpToTheKeys) {
 // within a third of its steps, and keeps recalling at 4x its length with 4x the pairs. A fixed
 // seed, so the test is exact and can fail: the preset must learn, not one seed in several.
 TEST(Extrapolate, MqarTinyLearnsAndKeepsRecallingAtLength) {
+  RECALL_SKIP_WHEN_SANITIZED("300 training steps until mqar-tiny recalls");
   test::TempDir dir;
   ExtrapolateConfig config;
   config.train_config = "mqar-tiny";

@@ -46,11 +46,21 @@ TEST(TrainMemory, ParameterCountIsTheModels) {
   }
 }
 
+// The type of the allocator's running totals in reportMemoryUsage: int64_t in LibTorch 1.13,
+// size_t in 2.x.
+template <typename>
+struct TotalOf;
+template <typename C, typename R, typename P, typename S, typename T, typename U, typename D>
+struct TotalOf<R (C::*)(P, S, T, U, D)> {
+  using type = T;
+};
+using Total = TotalOf<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+
 // Follows the bytes LibTorch's CPU allocator holds for this thread's allocations (those made while
 // it is installed) and their peak.
 class AllocatorPeak : public c10::MemoryReportingInfoBase {
  public:
-  void reportMemoryUsage(void*, int64_t alloc_size, int64_t, int64_t, c10::Device) override {
+  void reportMemoryUsage(void*, int64_t alloc_size, Total, Total, c10::Device) override {
     held_ += alloc_size;
     peak_ = std::max(peak_, held_);
   }
