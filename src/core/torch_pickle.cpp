@@ -1,52 +1,31 @@
-// The pickle machine: a stack of values, a stack of marks and a memo. Every argument length is
-// checked against the bytes left, every pop against the stack, every memo index against the memo,
-// and a tensor's view against its storage, before anything is read or copied.
+// The pickle machine: a stack of values, a stack of marks and a memo, with the objects it builds in
+// TorchObjects (torch_objects.cpp). Every argument length is checked against the bytes left, every
+// pop against the stack, every memo index against the memo (and there a tensor's view against its
+// storage), before anything is read or copied; then the zip reader of torch.save's files.
 #include "recall/core/torch_pickle.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <array>
 #include <cstring>
-#include <map>
 #include <unordered_map>
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
+#include "recall/core/torch_objects.h"
 
 namespace recall {
 namespace {
 
 using Kind = PickleValue::Kind;
 
-PickleRef make(Kind kind) {
-  auto v = std::make_shared<PickleValue>();
-  v->kind = kind;
-  return v;
-}
-
-struct StorageType {
-  const char* name;
-  torch::ScalarType dtype;
-};
-
-constexpr std::array<StorageType, 10> kStorageTypes = {{{"torch.FloatStorage", torch::kFloat32},
-                                                        {"torch.DoubleStorage", torch::kFloat64},
-                                                        {"torch.HalfStorage", torch::kFloat16},
-                                                        {"torch.BFloat16Storage", torch::kBFloat16},
-                                                        {"torch.LongStorage", torch::kInt64},
-                                                        {"torch.IntStorage", torch::kInt32},
-                                                        {"torch.ShortStorage", torch::kInt16},
-                                                        {"torch.CharStorage", torch::kInt8},
-                                                        {"torch.ByteStorage", torch::kUInt8},
-                                                        {"torch.BoolStorage", torch::kBool}}};
-
 class Machine {
  public:
   Machine(std::string_view bytes, const StorageLoader& storage, const std::string& source)
-      : b_(bytes), storage_(storage), source_(source) {}
+      : b_(bytes),
+        source_(source),
+        objects_(storage, source, [this](const std::string& why) { return refuse(why); }) {}
 
   PickleRef run() {
     while (true) {
@@ -110,17 +89,17 @@ class Machine {
     stack_.push_back(std::move(v));
   }
   void push_int(int64_t i) {
-    auto v = make(Kind::kInt);
+    auto v = make_pickle_value(Kind::kInt);
     v->i = i;
     push(v);
   }
   void push_string(Kind kind, std::string_view s) {
-    auto v = make(kind);
+    auto v = make_pickle_value(kind);
     v->s = std::string(s);
     push(v);
   }
   void push_tuple(std::vector<PickleRef> items) {
-    auto v = make(Kind::kTuple);
+    auto v = make_pickle_value(Kind::kTuple);
     v->items = std::move(items);
     push(v);
   }
@@ -152,110 +131,6 @@ class Machine {
     if (list.kind == Kind::kOpaque) return;
     if (list.kind != Kind::kList) throw refuse("APPEND on a " + list.describe());
     list.items.insert(list.items.end(), items.begin(), items.end());
-  }
-
-  int64_t as_int(const PickleRef& v, const char* what) const {
-    if (v->kind != Kind::kInt && v->kind != Kind::kBool)
-      throw refuse(fmt::format("{} is a {}, not an int", what, v->describe()));
-    return v->i;
-  }
-  std::vector<int64_t> as_sizes(const PickleRef& v, const char* what) const {
-    if (v->kind != Kind::kTuple && v->kind != Kind::kList)
-      throw refuse(fmt::format("{} is a {}, not a tuple", what, v->describe()));
-    std::vector<int64_t> out;
-    for (const auto& x : v->items) {
-      out.push_back(as_int(x, what));
-      if (out.back() < 0 || out.back() > (int64_t{1} << 48))
-        throw refuse(fmt::format("{} out of range", what));
-    }
-    return out;
-  }
-
-  // torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks, ...)
-  PickleRef rebuild_tensor(const std::vector<PickleRef>& args) {
-    if (args.size() < 4 || args[0]->kind != Kind::kStorage)
-      throw refuse("_rebuild_tensor_v2 without a storage, offset, size and stride");
-    const torch::Tensor& storage = args[0]->tensor;
-    const int64_t offset = as_int(args[1], "a tensor's offset");
-    const auto size = as_sizes(args[2], "a tensor's size");
-    const auto stride = as_sizes(args[3], "a tensor's stride");
-    if (size.size() != stride.size() || size.size() > 16)
-      throw refuse("a tensor's size and stride differ in length");
-    // The last element the view reaches must lie in the storage.
-    int64_t last = offset, numel = 1;
-    bool overflow = offset < 0;
-    for (size_t d = 0; d < size.size(); ++d) {
-      int64_t reach = 0;
-      overflow |= __builtin_mul_overflow(numel, size[d], &numel);
-      if (size[d] > 0) overflow |= __builtin_mul_overflow(size[d] - 1, stride[d], &reach);
-      overflow |= __builtin_add_overflow(last, reach, &last);
-    }
-    if (overflow || (numel > 0 && last >= storage.numel()))
-      throw refuse(fmt::format("a tensor of size [{}] reaches past its storage of {} elements",
-                               fmt::join(size, ", "), storage.numel()));
-    auto v = make(Kind::kTensor);
-    v->tensor = numel == 0 ? torch::empty(size, storage.options())
-                           : storage.as_strided(size, stride, offset).clone();
-    return v;
-  }
-
-  PickleRef call(const PickleRef& callable, const std::vector<PickleRef>& args) {
-    const std::string name = callable->kind == Kind::kGlobal ? callable->s : "";
-    if (name == "collections.OrderedDict" || name == "builtins.dict") {
-      auto d = make(Kind::kDict);
-      if (!args.empty() && args[0]->kind == Kind::kList)
-        for (const auto& pair : args[0]->items)
-          if (pair->kind == Kind::kTuple && pair->items.size() == 2)
-            d->entries.emplace_back(pair->items[0], pair->items[1]);
-      return d;
-    }
-    if (name == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(args);
-    if (name == "torch._utils._rebuild_parameter" ||
-        name == "torch._utils._rebuild_parameter_with_state") {
-      if (args.empty() || args[0]->kind != Kind::kTensor)
-        throw refuse("_rebuild_parameter without a tensor");
-      return args[0];
-    }
-    if (name == "builtins.set" || name == "builtins.frozenset" || name == "builtins.list") {
-      auto l = make(Kind::kList);
-      if (!args.empty() && (args[0]->kind == Kind::kList || args[0]->kind == Kind::kTuple))
-        l->items = args[0]->items;
-      return l;
-    }
-    auto o = make(Kind::kOpaque);  // built by no code: it names its class, and that is all
-    o->s =
-        callable->kind == Kind::kGlobal || callable->kind == Kind::kOpaque ? callable->s : "a call";
-    return o;
-  }
-
-  // BINPERSID of torch.save: ('storage', storage class, key, location, numel)
-  PickleRef persistent(const PickleRef& pid) {
-    if (pid->kind != Kind::kTuple || pid->items.size() < 5 ||
-        pid->items[0]->kind != Kind::kString || pid->items[0]->s != "storage" ||
-        pid->items[1]->kind != Kind::kGlobal || pid->items[2]->kind != Kind::kString)
-      throw refuse("a persistent id that is not a torch storage");
-    const StorageType* type = nullptr;
-    for (const auto& t : kStorageTypes)
-      if (pid->items[1]->s == t.name) type = &t;
-    if (!type)
-      throw UsageError(fmt::format("{}: holds a storage of type {}, which recall does not read",
-                                   source_, pid->items[1]->s));
-    const int64_t numel = as_int(pid->items[4], "a storage's size");
-    if (numel < 0) throw refuse("a storage of negative size");
-    const std::string& key = pid->items[2]->s;
-    auto v = make(Kind::kStorage);
-    auto it = storages_.find(key);
-    if (it != storages_.end()) {
-      if (it->second.scalar_type() != type->dtype || it->second.numel() != numel)
-        throw refuse(fmt::format("storage {} is named twice with different types", key));
-      v->tensor = it->second;
-    } else {
-      v->tensor = storage_(key, type->dtype, numel);
-      if (v->tensor.numel() != numel || v->tensor.scalar_type() != type->dtype)
-        throw refuse(fmt::format("storage {} does not hold {} elements", key, numel));
-      storages_[key] = v->tensor;
-    }
-    return v;
   }
 
   // One opcode: each group's handler takes the opcodes it knows and returns whether it did.
@@ -317,11 +192,11 @@ class Machine {
   bool scalar_op(unsigned char op) {
     switch (op) {
       case 'N':
-        push(make(Kind::kNone));
+        push(make_pickle_value(Kind::kNone));
         return true;
       case 0x88:
       case 0x89: {
-        auto v = make(Kind::kBool);
+        auto v = make_pickle_value(Kind::kBool);
         v->i = op == 0x88;
         push(v);
         return true;
@@ -340,7 +215,7 @@ class Machine {
         push_int(take_long(op));
         return true;
       case 'G': {
-        auto v = make(Kind::kFloat);
+        auto v = make_pickle_value(Kind::kFloat);
         v->f = take_double();
         push(v);
         return true;
@@ -382,11 +257,11 @@ class Machine {
     switch (op) {
       case ']':
       case 0x8f:  // EMPTY_SET
-        push(make(Kind::kList));
+        push(make_pickle_value(Kind::kList));
         return true;
       case 'l':
       case 0x91: {  // LIST, FROZENSET
-        auto v = make(Kind::kList);
+        auto v = make_pickle_value(Kind::kList);
         v->items = pop_mark();
         push(v);
         return true;
@@ -418,10 +293,10 @@ class Machine {
         return true;
       }
       case '}':
-        push(make(Kind::kDict));
+        push(make_pickle_value(Kind::kDict));
         return true;
       case 'd': {
-        auto v = make(Kind::kDict);
+        auto v = make_pickle_value(Kind::kDict);
         set_items(*v, pop_mark());
         push(v);
         return true;
@@ -469,7 +344,7 @@ class Machine {
           throw refuse(fmt::format("{} without an argument tuple", op == 'R'    ? "REDUCE"
                                                                    : op == 0x81 ? "NEWOBJ"
                                                                                 : "NEWOBJ_EX"));
-        push(call(callable, args->items));
+        push(objects_.call(callable, args->items));
         return true;
       }
       case 'b':
@@ -477,7 +352,7 @@ class Machine {
         top();
         return true;  // BUILD: object state; no object here runs code
       case 'Q':
-        push(persistent(pop()));
+        push(objects_.persistent(pop()));
         return true;
       default:
         return false;
@@ -525,12 +400,11 @@ class Machine {
 
   std::string_view b_;
   size_t at_ = 0;
-  const StorageLoader& storage_;
   const std::string& source_;
   std::vector<PickleRef> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PickleRef> memo_;
-  std::map<std::string, torch::Tensor> storages_;
+  TorchObjects objects_;
 };
 
 // The file's bytes to LibTorch's zip reader.
@@ -554,45 +428,6 @@ std::string first_line(const std::string& s) {
 }
 
 }  // namespace
-
-const PickleValue* PickleValue::get(const std::string& key) const {
-  if (kind != Kind::kDict) return nullptr;
-  for (const auto& [k, v] : entries)
-    if (k->kind == Kind::kString && k->s == key) return v.get();
-  return nullptr;
-}
-
-std::string PickleValue::describe() const {
-  switch (kind) {
-    case Kind::kNone:
-      return "None";
-    case Kind::kBool:
-      return "bool";
-    case Kind::kInt:
-      return "int";
-    case Kind::kFloat:
-      return "float";
-    case Kind::kString:
-      return "string";
-    case Kind::kBytes:
-      return "bytes";
-    case Kind::kList:
-      return "list";
-    case Kind::kTuple:
-      return "tuple";
-    case Kind::kDict:
-      return "dict";
-    case Kind::kTensor:
-      return "tensor";
-    case Kind::kStorage:
-      return "storage";
-    case Kind::kGlobal:
-      return "class " + s;
-    case Kind::kOpaque:
-      return s + " object";
-  }
-  return "value";
-}
 
 PickleRef unpickle(std::string_view bytes, const StorageLoader& storage,
                    const std::string& source) {
