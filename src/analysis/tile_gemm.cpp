@@ -137,11 +137,20 @@ void tile_gemm_portable(const float* A, int64_t ar, int64_t ac, const float* B, 
   gemm_generic(A, ar, ac, B, ldb, C, ldc, m, n, k, accumulate);
 }
 
+bool tile_gemm_avx512() {
+#ifdef RECALL_TILE_AVX512
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+#else
+  return false;
+#endif
+}
+
 void tile_gemm(const float* A, int64_t ar, int64_t ac, const float* B, int64_t ldb, float* C,
                int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate) {
 #ifdef RECALL_TILE_AVX512
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && k > 0) return gemm_avx512(A, ar, ac, B, ldb, C, ldc, m, n, k, accumulate);
+  if (tile_gemm_avx512() && k > 0)
+    return gemm_avx512(A, ar, ac, B, ldb, C, ldc, m, n, k, accumulate);
 #endif
   tile_gemm_portable(A, ar, ac, B, ldb, C, ldc, m, n, k, accumulate);
 }

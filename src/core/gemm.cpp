@@ -29,15 +29,15 @@ std::atomic<int64_t> sgemm_calls{0};
 
 // MKL's sgemm, where MKL is in the process: PyPI's torch links MKL statically and exports its
 // BLAS, but not oneDNN's API. MKL is told apart from another BLAS's sgemm_ (Debian's torch loads
-// OpenBLAS, whose sgemm_ is slower on recent Xeons) by its thread-count function.
-// Its C entry points are the mixed-case names (the lower-case ones take pointers, as Fortran's).
-// MKL may also split a product over fewer threads when the machine is busy, and so sum it in
-// another order; MKL_Set_Dynamic(0) keeps the split fixed, so runs give the same bits.
+// OpenBLAS, whose sgemm_ is slower on recent Xeons) by MKL_Set_Dynamic, which it needs anyway:
+// MKL may split a product over fewer threads when the machine is busy, and so sum it in another
+// order; MKL_Set_Dynamic(0) keeps the split fixed, so runs give the same bits. MKL's C entry
+// points are the mixed-case names (the lower-case ones take pointers, as Fortran's).
 FortranSgemmFn mkl_sgemm() {
   static const FortranSgemmFn fn = [] {
     const auto set_dynamic =
         reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "MKL_Set_Dynamic"));
-    if (!set_dynamic || !dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local")) return FortranSgemmFn{};
+    if (!set_dynamic) return FortranSgemmFn{};
     set_dynamic(0);
     return reinterpret_cast<FortranSgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"));
   }();

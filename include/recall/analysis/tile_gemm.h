@@ -15,6 +15,9 @@ namespace recall {
 void tile_gemm(const float* A, int64_t ar, int64_t ac, const float* B, int64_t ldb, float* C,
                int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate);
 
+// Whether tile_gemm runs its AVX-512 kernel here (GCC builds on CPUs with AVX-512).
+bool tile_gemm_avx512();
+
 // The same product on the portable kernel alone, for the tests that compare the two.
 void tile_gemm_portable(const float* A, int64_t ar, int64_t ac, const float* B, int64_t ldb,
                         float* C, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate);
