@@ -33,6 +33,7 @@ py="$RECALL_TORCH_VENV/bin/python3"
 device=cpu
 if "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   device=cuda
+  export RECALL_CUDA=ON  # link LibTorch's CUDA library
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >&2 || true
 else
   say "no CUDA device visible to torch: everything runs on the CPU"

@@ -1,5 +1,6 @@
 #include "recall/analysis/memory_stream.h"
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -26,22 +27,28 @@ RECALL_VECTOR_CLONES void unit_keys_and_values(const float* x, int64_t n, int64_
 
 }  // namespace
 
+// Plain loops: a torch op on a worker thread would start torch's per-thread set-up there (a new
+// OpenMP team and thread pool).
+void MemoryStream::draw(int64_t block, int64_t piece, float* keys, float* values) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  // (kPieceRows, d_k + d_v) Gaussian rows; not zeroed first, as every element is drawn
+  const int64_t d = d_k_ + d_v_;
+  std::unique_ptr<float[]> x(new float[static_cast<size_t>(kPieceRows * d)]);
+  const uint64_t base = splitmix64(seed_ + static_cast<uint64_t>(block));
+  fill_normal(x.get(), kPieceRows * d, splitmix64(base + static_cast<uint64_t>(piece)));
+  unit_keys_and_values(x.get(), kPieceRows, d_k_, d_v_, keys, values);
+  draw_ns_ +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+}
+
 void MemoryStream::load(int64_t block) {
   if (block == cached_) return;
-  // Sub-blocks with their own seeds are drawn and normalised in one parallel region,
-  // in plain loops: a torch op on a worker thread would start torch's per-thread set-up there
-  // (a new OpenMP team and thread pool). The result does not depend on threads.
-  constexpr int64_t kSub = 2048;
-  const int64_t d = d_k_ + d_v_;
   auto keys = torch::empty({kBlock, d_k_}), values = torch::empty({kBlock, d_v_});
   float* kp = keys.data_ptr<float>();
   float* vp = values.data_ptr<float>();
-  const uint64_t base = splitmix64(seed_ + static_cast<uint64_t>(block));
-  parallel_claim(kBlock / kSub, [&](int64_t i, int) {
-    // (kSub, d_k + d_v) Gaussian rows; not zeroed first, as every element is drawn
-    std::unique_ptr<float[]> x(new float[static_cast<size_t>(kSub * d)]);
-    fill_normal(x.get(), kSub * d, splitmix64(base + static_cast<uint64_t>(i)));
-    unit_keys_and_values(x.get(), kSub, d_k_, d_v_, kp + i * kSub * d_k_, vp + i * kSub * d_v_);
+  parallel_claim(kPieces, [&](int64_t i, int) {
+    draw(block, i, kp + i * kPieceRows * d_k_, vp + i * kPieceRows * d_v_);
   });
   keys_ = keys.to(device_);
   values_ = values.to(device_);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -11,8 +10,9 @@
 #include <tuple>
 
 #include "recall/analysis/memory_stream.h"
+#include "recall/analysis/probe_accumulator.h"
+#include "recall/analysis/probe_fused.h"
 #include "recall/analysis/probe_weights.h"
-#include "recall/analysis/tile_gemm.h"
 #include "recall/core/device.h"
 #include "recall/core/error.h"
 #include "recall/core/kernels.h"
@@ -34,31 +34,6 @@ std::vector<double> to_vector(const torch::Tensor& t) {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
-// The state of one ProbeSum during a trial, with ISR snapshots at its M.
-struct Accumulator {
-  explicit Accumulator(const ProbeSum& s)
-      : weight(s.weight),
-        q(s.queries),
-        end(s.end),
-        snapshots(s.snapshots.begin(), s.snapshots.end()) {}
-  WeightFunction weight;
-  int64_t q = 0, end = 0;
-  std::set<int64_t> snapshots;
-  std::map<int64_t, std::vector<double>> isr;  // M -> ISR of the first min(q, M) queries
-  torch::Tensor sums, signal;  // (q, d_v) the A_j, (q,) sigma(1) / sigma(1) as computed
-
-  void start(int64_t d_v, const torch::Device& device) {
-    const auto opts = torch::TensorOptions().device(device);
-    sums = torch::zeros({q, d_v}, opts);
-    signal = torch::zeros({q}, opts);
-    isr.clear();
-  }
-  void snapshot(int64_t M) {
-    const int64_t n = std::min(q, M);
-    isr[M] = to_vector(sums.slice(0, 0, n).norm(2, 1) / signal.slice(0, 0, n).abs());
-  }
-};
 
 // An accumulator is shared by every store or rule point with the same weight function and queries.
 using AccKey = std::tuple<int, int, int, double, int64_t>;
@@ -129,9 +104,9 @@ ProbePlan plan_probe(const ProbeConfig& config) {
 namespace {
 
 // Adds memories [c0, c1) (keys K, values V) to the accumulators active there, with torch ops on
-// any device: the reference of the fused CPU path below, and the path on CUDA. The similarities
-// of the first q_max queries are one product; each accumulator's weights a pass or more of
-// elementwise ops, and its sums one more product. Returns the multiply-adds of the sums.
+// any device: the reference of the fused CPU path (probe_fused.cpp), and the path on CUDA. The
+// similarities of the first q_max queries are one product; each accumulator's weights a pass or
+// more of elementwise ops, and its sums one more product. Returns the multiply-adds of the sums.
 double update_with_torch_ops(std::vector<Accumulator*>& active, const torch::Tensor& queries,
                              const torch::Tensor& K, const torch::Tensor& V, int64_t c0, int64_t c1,
                              ProbeProfile& profile) {
@@ -155,96 +130,6 @@ double update_with_torch_ops(std::vector<Accumulator*>& active, const torch::Ten
     profile.accumulate += seconds_since(t);
     work += static_cast<double>(a->q * (c1 - c0));
   }
-  return work;
-}
-
-// The fused CPU path. Items are (a tile of kRowTile queries, up to kAccsPerItem accumulators),
-// claimed by torch's threads in one parallel region per chunk; each item walks the chunk kColTile
-// memories at a time: the similarity tile (one product), then per accumulator its weights (one
-// vectorised pass) and its sums (one product), all in L2. The tiles are memories x queries,
-// S^T = K Q^T, so the keys are read as the stream draws them (row-major) against the transposed
-// queries; the sums then read the weights transposed. An item owns its rows of its accumulators'
-// sums, and the tile sizes are constants, so every product has the same shape and the sums the
-// same bits at any thread count.
-constexpr int64_t kRowTile = 32;
-constexpr int64_t kColTile = 512;
-constexpr int64_t kAccsPerItem = 8;
-
-double update_fused(std::vector<Accumulator*>& active, const torch::Tensor& queries_t,
-                    const torch::Tensor& K, const torch::Tensor& V, int64_t c0, int64_t c1,
-                    ProbeProfile& profile) {
-  // Accumulators with more queries first: a row tile's accumulators are then a prefix.
-  std::stable_sort(active.begin(), active.end(),
-                   [](const Accumulator* x, const Accumulator* y) { return x->q > y->q; });
-  struct Item {
-    int64_t r0, rows;
-    size_t a0, a1;  // accumulators [a0, a1) of active
-  };
-  std::vector<Item> items;
-  const int64_t q_max = active.empty() ? 0 : active.front()->q;
-  for (int64_t r0 = 0; r0 < q_max; r0 += kRowTile) {
-    size_t n = 0;
-    while (n < active.size() && active[n]->q > r0) ++n;
-    for (size_t a0 = 0; a0 < n; a0 += kAccsPerItem)
-      items.push_back({r0, std::min(kRowTile, q_max - r0), a0, std::min(n, a0 + kAccsPerItem)});
-  }
-  // The longest items first (a similarity product, then per accumulator its weights and sums):
-  // threads claiming them in turn then finish together, even beside a busy core.
-  auto cost = [](const Item& it) { return it.rows * static_cast<int64_t>(1 + it.a1 - it.a0); };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const Item& x, const Item& y) { return cost(x) > cost(y); });
-  const int64_t d_k = K.size(1), d_v = V.size(1), ldq = queries_t.size(1);
-  const float* Qt = queries_t.data_ptr<float>();  // (d_k, ldq)
-  const float* Kp = K.data_ptr<float>();          // (C, d_k)
-  const float* Vp = V.data_ptr<float>();          // (C, d_v)
-  // per thread: seconds in similarity, weights, accumulate
-  const auto workers = static_cast<size_t>(at::get_num_threads());
-  std::vector<std::array<double, 3>> seconds(workers);
-  std::vector<std::vector<float>> buffers(workers, std::vector<float>(2 * kColTile * kRowTile));
-  parallel_claim(static_cast<int64_t>(items.size()), [&](int64_t k, int worker) {
-    const Item& it = items[static_cast<size_t>(k)];
-    auto& buffer = buffers[static_cast<size_t>(worker)];
-    float* St = buffer.data();                        // (kColTile, rows), row stride kRowTile
-    float* Wt = buffer.data() + kColTile * kRowTile;  // (kColTile, rows), row stride kRowTile
-    auto& sec = seconds[static_cast<size_t>(worker)];
-    for (int64_t b0 = c0; b0 < c1; b0 += kColTile) {
-      const int64_t nb = std::min(kColTile, c1 - b0);
-      auto t = std::chrono::steady_clock::now();
-      // (nb, d_k) (d_k, rows): the memories' keys against this tile's queries
-      tile_gemm(Kp + (b0 - c0) * d_k, d_k, 1, Qt + it.r0, ldq, St, kRowTile, nb, it.rows, d_k,
-                false);
-      auto t1 = std::chrono::steady_clock::now();
-      sec[0] += std::chrono::duration<double>(t1 - t).count();
-      for (size_t i = it.a0; i < it.a1; ++i) {
-        Accumulator& a = *active[i];
-        const int64_t rows = std::min(it.rows, a.q - it.r0);
-        t = std::chrono::steady_clock::now();
-        if (rows == kRowTile)  // the whole tile is one run of nb * kRowTile similarities
-          relative_weights_rows(a.weight, St, 0, Wt, 0, 1, nb * kRowTile);
-        else
-          relative_weights_rows(a.weight, St, kRowTile, Wt, kRowTile, nb, rows);
-        float* signal = a.signal.data_ptr<float>();
-        for (int64_t j = std::max(it.r0, b0); j < std::min(it.r0 + rows, b0 + nb); ++j) {
-          float& diagonal = Wt[(j - b0) * kRowTile + (j - it.r0)];  // query j meets itself
-          signal[j] = diagonal;
-          diagonal = 0.0f;
-        }
-        t1 = std::chrono::steady_clock::now();
-        sec[1] += std::chrono::duration<double>(t1 - t).count();
-        // (rows, nb) (nb, d_v), the weights read transposed
-        tile_gemm(Wt, 1, kRowTile, Vp + (b0 - c0) * d_v, d_v,
-                  a.sums.data_ptr<float>() + it.r0 * d_v, d_v, rows, d_v, nb, true);
-        sec[2] += seconds_since(t1);
-      }
-    }
-  });
-  for (const auto& s : seconds) {
-    profile.similarity += s[0];
-    profile.weights += s[1];
-    profile.accumulate += s[2];
-  }
-  double work = 0;
-  for (auto* a : active) work += static_cast<double>(a->q * (c1 - c0));
   return work;
 }
 
@@ -344,9 +229,9 @@ double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown) {
     q_max = std::max(q_max, static_cast<double>(a.queries));
     stream += 4 * static_cast<double>(a.queries) * (static_cast<double>(config.d_v) + 1);
   }
-  // the stream's block: keys and values
+  // blocks of keys and values: the stream's cached one, and the fused path's ring of three
   const auto block = static_cast<double>(MemoryStream::kBlock) * dkv;
-  stream += 4 * (2 * q_max * chunk + block + chunk * dkv);
+  stream += 4 * (2 * q_max * chunk + 4 * block + chunk * dkv);
   samples *= 8 * 2 * static_cast<double>(config.trials);  // per trial, and its accumulator's copy
   if (breakdown)
     *breakdown = fmt::format(
@@ -361,48 +246,57 @@ namespace {
 // Per grid point, per trial, the ISR sample of one store.
 using TrialSamples = std::vector<std::vector<std::vector<double>>>;
 
-// Streams one trial's memories through the plan's accumulators in chunks, snapshotting the ISR at
-// every grid point; adds the products' flops to result.flops and the work to `done`.
+// Streams one trial's memories through the plan's accumulators (the fused path's one region, or
+// the torch-ops path's chunks), reading the ISR at every grid point; adds the products' flops to
+// result.flops and the work to `done`.
 void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryStream& stream,
                   const ProgressFn& progress, double& done, ProbeResult& result) {
   const ProbeConfig& config = plan.config;
   const bool fused = fast_kernels(config.device);
   const double total_work = plan.work * static_cast<double>(config.trials);
   ProbeProfile& profile = result.profile;
+  const double drawn0 = stream.draw_seconds();
   int64_t q_max = 0;
   for (const auto& a : accs) q_max = std::max(q_max, a.q);
   torch::Tensor queries;  // the first stored keys: (q_max, d_k), transposed on the fused path
-  auto t_queries = std::chrono::steady_clock::now();
   if (q_max > 0) queries = stream.get(0, q_max).first.clone();
   if (fused && q_max > 0) queries = queries.t().contiguous();
-  profile.generate += seconds_since(t_queries);
   for (auto& a : accs) a.start(config.d_v, config.device);
-  for (int64_t c0 = 0; c0 < plan.end_max;) {
-    // chunks end at grid points, and on the fused path also at the stream's blocks (whose keys
-    // and values they read in place)
-    int64_t c1 = std::min({*std::upper_bound(plan.boundaries.begin(), plan.boundaries.end(), c0),
-                           c0 + config.chunk, plan.end_max});
-    if (fused) c1 = std::min(c1, (c0 / MemoryStream::kBlock + 1) * MemoryStream::kBlock);
-    auto t = std::chrono::steady_clock::now();
+  if (fused) {
+    std::vector<Accumulator*> all;
+    for (auto& a : accs) all.push_back(&a);
+    const auto totals =
+        stream_fused(all, stream, plan.end_max, q_max > 0 ? queries.data_ptr<float>() : nullptr,
+                     q_max > 0 ? queries.size(1) : 0, plan.boundaries, profile, [&](double work) {
+                       if (progress) progress(done + work, total_work);
+                     });
+    result.flops += 2.0 * totals.similarities * static_cast<double>(config.d_k) +
+                    2.0 * totals.work * static_cast<double>(config.d_v);
+    done += totals.work;
+  }
+  for (int64_t c0 = 0; !fused && c0 < plan.end_max;) {
+    // chunks end at grid points
+    const int64_t c1 =
+        std::min({*std::upper_bound(plan.boundaries.begin(), plan.boundaries.end(), c0),
+                  c0 + config.chunk, plan.end_max});
     auto [K, V] = stream.get(c0, c1);
-    profile.generate += seconds_since(t);
     std::vector<Accumulator*> active;
     for (auto& a : accs)
       if (a.end > c0) active.push_back(&a);
     int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
     for (auto* a : active) q_active = std::max(q_active, a->q);
-    const double work = fused ? update_fused(active, queries, K, V, c0, c1, profile)
-                              : update_with_torch_ops(active, queries, K, V, c0, c1, profile);
-    result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
-                    2.0 * work * static_cast<double>(config.d_v);
-    done += work;
-    t = std::chrono::steady_clock::now();
+    const double work = update_with_torch_ops(active, queries, K, V, c0, c1, profile);
+    auto t = std::chrono::steady_clock::now();
     for (auto* a : active)
       if (a->snapshots.count(c1)) a->snapshot(c1);
     profile.snapshots += seconds_since(t);
+    result.flops += 2.0 * static_cast<double>(q_active * (c1 - c0) * config.d_k) +
+                    2.0 * work * static_cast<double>(config.d_v);
+    done += work;
     if (progress) progress(done, total_work);
     c0 = c1;
   }
+  profile.generate += stream.draw_seconds() - drawn0;
 }
 
 // This trial's samples: each store's from its accumulator's snapshots (or computed directly for

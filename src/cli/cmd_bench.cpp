@@ -31,8 +31,8 @@ nlohmann::json bench_probe_json(const ProbeConfig& config, const ProbeResult& r,
           {"threads", torch::get_num_threads()},
           {"seconds", r.seconds},
           {"probe_gflops", r.flops / r.seconds / 1e9},
-          // the probe's products and the GEMM timed beside them are torch::mm
-          {"gemm", config.device.is_cpu() ? fmt::format("torch::mm (OpenBLAS {})", blas_core_name())
+          // the GEMM rate is LibTorch's own product's, on its BLAS
+          {"gemm", config.device.is_cpu() ? fmt::format("torch::mm ({})", torch_blas_name())
                                           : "torch::mm (" + config.device.str() + ")"},
           {"gemm_gflops", gemm},
           {"peak_rss_mib", peak_rss_mib()},
@@ -43,6 +43,7 @@ nlohmann::json bench_probe_json(const ProbeConfig& config, const ProbeResult& r,
             {"weights", r.profile.weights},
             {"accumulate", r.profile.accumulate},
             {"snapshots", r.profile.snapshots},
+            {"waits", r.profile.waits},
             {"direct", r.profile.direct}}}};
 }
 

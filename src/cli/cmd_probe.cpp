@@ -76,7 +76,9 @@ void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& ru
       ->capture_default_str();
   cmd->add_option("--rule-queries", c.rule_queries, "rules: stored keys queried per trial")
       ->capture_default_str();
-  cmd->add_option("--chunk", c.chunk, "memories per streamed chunk (memory/speed only)")
+  cmd->add_option(
+         "--chunk", c.chunk,
+         "memories per streamed chunk on CUDA or with RECALL_KERNELS=reference (memory/speed only)")
       ->capture_default_str();
   add_device_option(cmd, device);
 }

@@ -15,6 +15,13 @@ const char* blas_core_name() {
   return fn ? fn() : "unknown";
 }
 
+std::string torch_blas_name() {
+  if (dlsym(RTLD_DEFAULT, "openblas_get_corename"))
+    return std::string("OpenBLAS ") + blas_core_name();
+  if (dlsym(RTLD_DEFAULT, "MKL_Set_Dynamic")) return "MKL";
+  return "unknown";
+}
+
 void ensure_fast_blas(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE")) return;
   std::string core = blas_core_name();

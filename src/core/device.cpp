@@ -18,7 +18,8 @@ torch::Device parse_device(const std::string& text) {
     throw UsageError(fmt::format(
         "--device {}: {}; use --device cpu", text,
         torch::hasCUDA() ? "no CUDA device is visible on this machine"
-                         : "this build of recall has no CUDA (its LibTorch is CPU-only)"));
+                         : "this build of recall has no CUDA (a CPU-only LibTorch, or built "
+                           "with RECALL_CUDA=OFF)"));
   const int index = m[1].matched ? std::stoi(m[1].str()) : 0;
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (index >= count)

@@ -230,16 +230,16 @@ double measured_peak(const c10::Device& device, std::string* how) {
 
 std::string gemm_backend(const c10::Device& device) {
   if (fast_gemm_available() && fast_kernels(device) && device.is_cpu()) return fast_gemm_name();
-  if (device.is_cpu()) return fmt::format("torch::matmul (OpenBLAS {})", blas_core_name());
+  if (device.is_cpu()) return fmt::format("torch::matmul ({})", torch_blas_name());
   return fmt::format("torch::matmul ({})", device.str());
 }
 
 std::string kernel_report() {
   const bool cuda = torch::cuda::is_available();
   return fmt::format(
-      "gemm: {}\nfast sgemm: {}\nopenblas core: {}\nlibtorch: {}\ncuda: {}",
+      "gemm: {}\nfast sgemm: {}\ntorch blas: {}\nlibtorch: {}\ncuda: {}",
       gemm_backend(c10::Device(c10::kCPU)), fast_gemm_available() ? fast_gemm_name() : "not found",
-      blas_core_name(), TORCH_VERSION,
+      torch_blas_name(), TORCH_VERSION,
       cuda ? fmt::format("available ({} devices)", torch::cuda::device_count()) : "not available");
 }
 

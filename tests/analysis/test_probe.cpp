@@ -6,6 +6,7 @@
 
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
+#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
 
 using namespace recall;
@@ -43,20 +44,27 @@ TEST(Probe, StreamingFastPathMatchesStoreModules) {
     }
 }
 
+// The memories are the same whichever ranges they are read in: the torch-ops path's chunks of 333
+// and of 16384 (across the stream's blocks of 16384), and the fused path's blocks, drawn into a
+// ring of three while the items of the blocks before run (5 blocks here, so the ring turns).
 TEST(Probe, ChunkSizeDoesNotChangeTheMemories) {
   ProbeConfig c;
   c.stores = {"relu2"};
   c.d_k = c.d_v = 16;
   c.trials = 1;
-  c.m = {100, 1000, 20000};
+  c.m = {100, 1000, 20000, 70000};
   c.rules.clear();
+  const auto fused = run_probe(c);
+  ScopedKernels reference(Kernels::kReference);
   c.chunk = 333;
   const auto a = run_probe(c);
   c.chunk = 16384;
   const auto b = run_probe(c);
-  for (size_t g = 0; g < c.m.size(); ++g)
-    EXPECT_NEAR(a.stores[0].curve[g].isr.median, b.stores[0].curve[g].isr.median,
-                1e-5 * b.stores[0].curve[g].isr.median);
+  for (size_t g = 0; g < c.m.size(); ++g) {
+    const double median = b.stores[0].curve[g].isr.median;
+    EXPECT_NEAR(a.stores[0].curve[g].isr.median, median, 1e-5 * median) << c.m[g];
+    EXPECT_NEAR(fused.stores[0].curve[g].isr.median, median, 1e-5 * median) << c.m[g];
+  }
 }
 
 TEST(Probe, EssaysMeasuredTables) {
@@ -161,10 +169,10 @@ TEST(Probe, OnePlanServesTheEstimateAndEveryRun) {
   EXPECT_EQ(plan.sums.size(), 5u);  // relu, softmax, the rules' beta_0, su at 2L and 4L
   EXPECT_EQ(plan.boundaries, (std::vector<int64_t>{64, 256, 512, 1024, 2048}));
   EXPECT_EQ(plan.end_max, 2048);
-  // the estimate holds at least the stream's block (keys and values: 8 MiB at d = 64) and grows
-  // with the queries' sums and similarities
+  // the estimate holds at least the stream's cached block and the fused path's three (keys and
+  // values: 8 MiB each at d = 64), and grows with the queries' sums and similarities
   const double bytes = estimate_probe_memory(plan, nullptr);
-  EXPECT_GE(bytes, 4.0 * 16384 * 128);
+  EXPECT_GE(bytes, 4 * 4.0 * 16384 * 128);
   ProbeConfig more = c;
   more.queries = 256;
   EXPECT_GT(estimate_probe_memory(plan_probe(more), nullptr), bytes);

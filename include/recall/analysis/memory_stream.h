@@ -1,8 +1,9 @@
 // The capacity probe's memories: a seeded stream of keys and values uniform on the unit sphere
 // (normalised Gaussian vectors from core/random.h), drawn in fixed blocks so that memory i is the
-// same whatever ranges it is read in. Internal to the probe (probe.cpp).
+// same whatever ranges it is read in. Internal to the probe (probe.cpp, probe_fused.cpp).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -37,13 +38,27 @@ class MemoryStream {
     return {torch::cat(ks), torch::cat(vs)};
   }
   static constexpr int64_t kBlock = 16384;
+  int64_t d_k() const { return d_k_; }
+  int64_t d_v() const { return d_v_; }
+
+  // A block is drawn in kPieces pieces of kPieceRows memories, each from a seed of its own:
+  // draw(block, piece, keys, values) fills rows [piece kPieceRows, (piece + 1) kPieceRows) of the
+  // block into keys (kPieceRows, d_k) and values (kPieceRows, d_v), on any thread, with the same
+  // bits whichever thread draws which piece. The fused probe draws blocks itself this way, beside
+  // its other work; get() draws the blocks it needs in one parallel region.
+  static constexpr int64_t kPieceRows = 2048;
+  static constexpr int64_t kPieces = kBlock / kPieceRows;
+  void draw(int64_t block, int64_t piece, float* keys, float* values) const;
+  // thread-seconds spent drawing, summed over this stream's draws
+  double draw_seconds() const { return static_cast<double>(draw_ns_.load()) * 1e-9; }
 
  private:
-  void load(int64_t block);  // draws and normalises one block
+  void load(int64_t block);  // draws and normalises one block, the cached one then
   uint64_t seed_;
   int64_t d_k_, d_v_, cached_ = -1;
   torch::Device device_;
   torch::Tensor keys_, values_;
+  mutable std::atomic<int64_t> draw_ns_{0};
 };
 
 }  // namespace recall

@@ -32,7 +32,7 @@ struct ProbeConfig {
   double ref_len = 1024;                  // L of the rules
   int64_t rule_m_max = int64_t{1} << 22;  // rules: M = L, 2L, ... up to this
   int64_t rule_queries = 64;              // per trial, for the rule curves
-  int64_t chunk = 4096;                   // memories per streamed chunk (speed/memory only)
+  int64_t chunk = 4096;    // memories per streamed chunk on the torch-ops path (speed/memory only)
   bool reference = false;  // compute every store through its module, one M at a time (slow, checks)
   // Where the similarity and recall products run. Memories are drawn on the CPU (the same numbers
   // on every device) and copied over block by block; least squares and delta stay on the CPU.
@@ -95,12 +95,13 @@ struct RuleResult {
 // Where a probe's time went, in seconds of thread time summed over threads (work inside the
 // parallel regions counts once per thread that did it; the rest is wall time on one thread).
 struct ProbeProfile {
-  double generate = 0;    // drawing and normalising the memories (wall time of its regions)
+  double generate = 0;    // drawing and normalising the memories
   double similarity = 0;  // the products queries x keys
   double weights = 0;     // sigma(s) / sigma(1), and taking out each query's own term
   double accumulate = 0;  // the products weights x values into the sums
   double snapshots = 0;   // the ISRs read off the sums at each grid point
   double direct = 0;      // the stores built directly (least squares, delta), in fp64
+  double waits = 0;       // the fused path's threads idle in its region (no task ready for them)
 };
 
 struct ProbeResult {
@@ -133,7 +134,7 @@ struct ProbePlan {
   std::vector<ProbeSum> sums;
   std::vector<int64_t> store_sum;              // per store: index in sums; -1: computed directly
   std::vector<std::vector<int64_t>> rule_sum;  // per rule, per rule_grid point: index in sums
-  std::vector<int64_t> boundaries;             // every snapshot M, ascending: chunks end there
+  std::vector<int64_t> boundaries;             // every snapshot M, ascending: tiles end there
   int64_t end_max = 0;                         // the longest sum's end
   double work = 0;                             // memory-queries per trial
 };
@@ -141,13 +142,13 @@ struct ProbePlan {
 // Validates the config (std::invalid_argument naming the field) and plans it.
 ProbePlan plan_probe(const ProbeConfig& config);
 
-// progress(done, total) is called after each chunk; work is counted in memory-queries.
+// progress(done, total) is called after each block or chunk; work is counted in memory-queries.
 using ProgressFn = std::function<void(double done, double total)>;
 ProbeResult run_probe(const ProbePlan& plan, const ProgressFn& progress = nullptr);
 ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress = nullptr);
 
 // Estimated peak bytes of run_probe(plan): the streamed fp32 buffers (similarities q x chunk, per
-// running sum its sums q x d_v and weights q x chunk, the memory stream's block), the fp64
+// running sum its sums q x d_v and weights q x chunk, four blocks of the memory stream), the fp64
 // matrices of the stores computed directly (keys and values of the largest M, weights q x M), and
 // the ISR samples kept. `breakdown` gets the parts in words.
 double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown);

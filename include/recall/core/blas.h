@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 namespace recall {
 
 // OpenBLAS 0.3.21 (Debian 12) does not recognise some CPUs (virtual Xeons among them) and falls
@@ -11,5 +13,9 @@ void ensure_fast_blas(char** argv);
 
 // The OpenBLAS core in use ("unknown" when the BLAS is not OpenBLAS).
 const char* blas_core_name();
+
+// The BLAS under LibTorch's own products (torch::mm): "OpenBLAS <core>" (Debian's LibTorch),
+// "MKL" (PyPI's, which links it statically) or "unknown".
+std::string torch_blas_name();
 
 }  // namespace recall

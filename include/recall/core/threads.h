@@ -17,15 +17,16 @@ int default_threads();
 // quota rounded up), or 0 for no quota ("max 100000") or an unreadable line.
 int cpu_quota_threads(const std::string& cpu_max);
 // Runs fn(item, worker) for item in [0, n) on get_num_threads() workers (the calling thread and
-// plain threads started for the call; worker in [0, workers)), each claiming the next item when it
-// is free. A worker the OS delays (a busy neighbour on its core) holds back at most the one item it
-// is on. The workers are not OpenMP threads and wait for each other by joining, not spinning: with
-// libgomp's default spinning barriers, regions of torch ops on a machine whose cores are taken
-// elsewhere ran several times slower than on one thread. fn should be plain loops and kernels
-// (OpenMP inside them runs on one thread): the first parallel torch op on a fresh worker runs
-// torch's per-thread set-up, which sets that thread's OpenMP count back to torch's and rebuilds
-// torch's shared thread pool, whose new threads spin; the probe lost half its time to that.
-// Items must not depend on which worker runs them. The first exception thrown is rethrown here.
+// plain threads kept for these calls, asleep between them; worker in [0, workers)), each claiming
+// the next item when it is free. A worker the OS delays (a busy neighbour on its core) holds back
+// at most the one item it is on. The workers are not OpenMP threads and wait on a condition
+// variable, not spinning: with libgomp's default spinning barriers, regions of torch ops on a
+// machine whose cores are taken elsewhere ran several times slower than on one thread. fn should be
+// plain loops and kernels (OpenMP inside them runs on one thread): the first parallel torch op on a
+// fresh worker runs torch's per-thread set-up, which sets that thread's OpenMP count back to
+// torch's and rebuilds torch's shared thread pool, whose new threads spin; the probe lost half its
+// time to that. Items must not depend on which worker runs them. The first exception thrown is
+// rethrown here.
 void parallel_claim(int64_t n, const std::function<void(int64_t item, int worker)>& fn);
 
 // torch's intra-op thread count for a scope.

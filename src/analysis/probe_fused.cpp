@@ -1,0 +1,308 @@
+#include "recall/analysis/probe_fused.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "recall/analysis/probe_weights.h"
+#include "recall/analysis/tile_gemm.h"
+#include "recall/core/threads.h"
+
+namespace recall {
+
+namespace {
+
+// A sums item is (a tile of up to kRowTile queries, up to kAccsPerItem accumulators) over one
+// block of the stream: it walks the block kColTile memories at a time (tiles end at grid points
+// too): the similarity tile (one product), then per accumulator its weights (one vectorised pass)
+// and its sums (one product), all in L2. The tiles are memories x queries, S^T = K Q^T, so the keys
+// are read as the stream draws them (row-major) against the transposed queries; the sums then read
+// the weights transposed. An item owns its rows of its accumulators' sums, and reads their ISRs
+// off them at each grid point. Every element of a product sums over its inner dimension in order,
+// one FMA a term, however many rows and columns its tile has, so the sums have the same bits at
+// any thread count and any row tile. Row tiles of 64 queries read each key once per 64 queries
+// (the similarity product ran 25 % faster than with 32), halved to 32 where that leaves fewer than
+// 2 items per thread (late in the stream only the rules' 64 queries remain).
+constexpr int64_t kRowTile = 64;
+constexpr int64_t kColTile = 512;
+constexpr int64_t kAccsPerItem = 8;
+// Blocks held at once: the oldest one an item still reads, and up to kAhead after it being drawn
+// or read meanwhile.
+constexpr int64_t kAhead = 2;
+constexpr int64_t kSlots = kAhead + 1;
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Queries [r0, r0 + rows) of `accs`' sums, over memories [c0, end).
+struct SumsItem {
+  int64_t r0 = 0, rows = 0, c0 = 0, end = 0;
+  std::vector<Accumulator*> accs;
+  double cost = 0;  // multiply-adds over d: the similarities and each accumulator's sums
+};
+
+// The sums items of block [c0, c1) for the accumulators still running there, longest first, so
+// that threads claiming them in turn finish together; adds the similarity pairs.
+std::vector<SumsItem> block_items(std::vector<Accumulator*> active, int64_t c0, int64_t c1,
+                                  size_t workers, double& similarities) {
+  // Accumulators with more queries first: a row tile's accumulators are then a prefix.
+  std::stable_sort(active.begin(), active.end(),
+                   [](const Accumulator* x, const Accumulator* y) { return x->q > y->q; });
+  const int64_t q_max = active.empty() ? 0 : active.front()->q;
+  auto span = [&](const Accumulator* a) { return std::min(a->end, c1) - c0; };
+  double pairs = 0;
+  auto make = [&](int64_t tile) {
+    std::vector<SumsItem> items;
+    pairs = 0;
+    for (int64_t r0 = 0; r0 < q_max; r0 += tile) {
+      size_t n = 0;
+      int64_t longest = 0;  // each query's similarities, against the memories still needed
+      for (; n < active.size() && active[n]->q > r0; ++n)
+        longest = std::max(longest, span(active[n]));
+      pairs += static_cast<double>(std::min(tile, q_max - r0) * longest);
+      for (size_t a0 = 0; a0 < n; a0 += kAccsPerItem) {
+        SumsItem it;
+        it.r0 = r0;
+        it.rows = std::min(tile, q_max - r0);
+        it.c0 = it.end = c0;
+        double sums = 0;
+        for (size_t i = a0; i < std::min(n, a0 + kAccsPerItem); ++i) {
+          it.accs.push_back(active[i]);
+          it.end = std::max(it.end, c0 + span(active[i]));
+          sums += static_cast<double>(span(active[i]));
+        }
+        it.cost = static_cast<double>(it.rows) * (sums + static_cast<double>(it.end - c0));
+        items.push_back(std::move(it));
+      }
+    }
+    return items;
+  };
+  auto items = make(kRowTile);
+  if (items.size() < 2 * workers) items = make(kRowTile / 2);
+  std::stable_sort(items.begin(), items.end(),
+                   [](const SumsItem& x, const SumsItem& y) { return x.cost > y.cost; });
+  similarities += pairs;
+  return items;
+}
+
+// Two items of consecutive blocks that share rows of an accumulator: the later one waits.
+bool overlap(const SumsItem& a, const SumsItem& b) {
+  if (a.r0 + a.rows <= b.r0 || b.r0 + b.rows <= a.r0) return false;
+  for (const auto* x : a.accs)
+    if (std::find(b.accs.begin(), b.accs.end(), x) != b.accs.end()) return true;
+  return false;
+}
+
+struct Operands {
+  const float* Qt;  // (d_k, ldq) the queries transposed
+  int64_t ldq, d_k, d_v;
+  const std::vector<int64_t>* boundaries;  // every grid point, ascending
+};
+
+// One item, on the block whose keys K (kBlock, d_k) and values V (kBlock, d_v) start at memory
+// block_start; buffer is this thread's, sec its seconds in similarity, weights, accumulate and
+// snapshots.
+void run_item(const SumsItem& it, const Operands& op, const float* K, const float* V,
+              int64_t block_start, std::vector<float>& buffer, std::array<double, 4>& sec) {
+  buffer.resize(2 * kColTile * kRowTile);
+  const int64_t ld = it.rows;            // the tiles' row stride
+  float* St = buffer.data();             // (kColTile, it.rows)
+  float* Wt = St + kColTile * kRowTile;  // (kColTile, it.rows)
+  const auto& bounds = *op.boundaries;
+  for (int64_t b0 = it.c0; b0 < it.end;) {
+    // this tile: up to kColTile memories, ending at the next grid point
+    const int64_t b1 =
+        std::min({b0 + kColTile, it.end, *std::upper_bound(bounds.begin(), bounds.end(), b0)});
+    const int64_t nb = b1 - b0;
+    auto t = Clock::now();
+    // (nb, d_k) (d_k, rows): the memories' keys against this tile's queries
+    tile_gemm(K + (b0 - block_start) * op.d_k, op.d_k, 1, op.Qt + it.r0, op.ldq, St, ld, nb,
+              it.rows, op.d_k, false);
+    sec[0] += since(t);
+    for (Accumulator* a : it.accs) {
+      if (b0 >= a->end) continue;
+      const int64_t rows = std::min(it.rows, a->q - it.r0);
+      t = Clock::now();
+      if (rows == it.rows)  // the whole tile is one run of nb * rows similarities
+        relative_weights_rows(a->weight, St, 0, Wt, 0, 1, nb * rows);
+      else
+        relative_weights_rows(a->weight, St, ld, Wt, ld, nb, rows);
+      float* signal = a->signal.data_ptr<float>();
+      for (int64_t j = std::max(it.r0, b0); j < std::min(it.r0 + rows, b1); ++j) {
+        float& diagonal = Wt[(j - b0) * ld + (j - it.r0)];  // query j meets itself
+        signal[j] = diagonal;
+        diagonal = 0.0f;
+      }
+      const auto t1 = Clock::now();
+      sec[1] += std::chrono::duration<double>(t1 - t).count();
+      // (rows, nb) (nb, d_v), the weights read transposed
+      tile_gemm(Wt, 1, ld, V + (b0 - block_start) * op.d_v, op.d_v,
+                a->sums.data_ptr<float>() + it.r0 * op.d_v, op.d_v, rows, op.d_v, nb, true);
+      sec[2] += since(t1);
+      if (a->snapshots.count(b1)) {
+        t = Clock::now();
+        a->snapshot_rows(b1, it.r0, it.r0 + rows);
+        sec[3] += since(t);
+      }
+    }
+    b0 = b1;
+  }
+}
+
+// A task of the trial's one parallel region: one piece of a block's draw, or one sums item.
+struct Task {
+  int64_t block = 0;
+  int64_t piece = -1;        // the piece drawn, or -1 for a sums item
+  size_t item = 0;           // a sums item's index in its block's items
+  std::vector<size_t> deps;  // tasks that must be done first
+  enum class State { kPending, kRunning, kDone } state = State::kPending;
+};
+
+}  // namespace
+
+// One region for the whole trial, not one per block: a thread the OS delays (a busy neighbour on
+// its core) then holds back only the items that need its item's rows, while the other threads go
+// on with the rest of the block, the next blocks' draws and their items. Each block needs its
+// draw and, per item, the items of the block before that share its rows; at most kSlots blocks
+// are held, so a block is drawn only once the one kSlots before it is done.
+FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStream& stream,
+                         int64_t end, const float* Qt, int64_t ldq,
+                         const std::vector<int64_t>& boundaries, ProbeProfile& profile,
+                         const std::function<void(double)>& progress) {
+  constexpr int64_t kBlock = MemoryStream::kBlock, kPieces = MemoryStream::kPieces;
+  const Operands op{Qt, ldq, stream.d_k(), stream.d_v(), &boundaries};
+  const auto workers = static_cast<size_t>(std::max(1, at::get_num_threads()));
+  const int64_t n_blocks = (end + kBlock - 1) / kBlock;
+  FusedTotals totals;
+  std::vector<std::vector<SumsItem>> items(static_cast<size_t>(n_blocks));
+  std::vector<double> block_work(static_cast<size_t>(n_blocks));
+  std::vector<int64_t> left(static_cast<size_t>(n_blocks));  // sums items not done, per block
+  std::vector<Task> tasks;
+  size_t prev_first = 0;  // the first sums task of the block before
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t c0 = b * kBlock, c1 = std::min(c0 + kBlock, end);
+    std::vector<Accumulator*> active;
+    for (auto* a : accs)
+      if (a->end > c0) {
+        active.push_back(a);
+        block_work[b] += static_cast<double>(a->q * (std::min(a->end, c1) - c0));
+      }
+    totals.work += block_work[b];
+    auto& mine = items[static_cast<size_t>(b)];
+    mine = block_items(active, c0, c1, workers, totals.similarities);
+    left[b] = static_cast<int64_t>(mine.size());
+    const size_t draws = tasks.size();
+    for (int64_t piece = 0; piece < kPieces; ++piece) {
+      Task t;
+      t.block = b;
+      t.piece = piece;
+      tasks.push_back(t);
+    }
+    const size_t first = tasks.size();
+    for (size_t k = 0; k < mine.size(); ++k) {
+      Task t;
+      t.block = b;
+      t.item = k;
+      for (size_t d = draws; d < first; ++d) t.deps.push_back(d);
+      for (size_t p = prev_first; b > 0 && p < draws; ++p)
+        if (overlap(items[static_cast<size_t>(b - 1)][tasks[p].item], mine[k])) t.deps.push_back(p);
+      tasks.push_back(std::move(t));
+    }
+    prev_first = first;
+  }
+
+  // the ring of blocks: block b's keys and values in slot b % kSlots
+  const int64_t d_k = op.d_k, d_v = op.d_v;
+  std::unique_ptr<float[]> keys(new float[static_cast<size_t>(kSlots * kBlock * d_k)]);
+  std::unique_ptr<float[]> values(new float[static_cast<size_t>(kSlots * kBlock * d_v)]);
+  auto slot_keys = [&](int64_t b) { return keys.get() + (b % kSlots) * kBlock * d_k; };
+  auto slot_values = [&](int64_t b) { return values.get() + (b % kSlots) * kBlock * d_v; };
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t first_pending = 0, done = 0;
+  int64_t oldest = 0;  // the first block with items not done
+  while (oldest < n_blocks && left[oldest] == 0) ++oldest;
+  double work_done = 0;
+  bool failed = false;
+  // The first pending task, in order (blocks first to last; within a block its draw, then its
+  // items longest first), whose needs are met; -1 when none is.
+  auto pick = [&]() -> int64_t {
+    while (first_pending < tasks.size() && tasks[first_pending].state != Task::State::kPending)
+      ++first_pending;
+    for (size_t t = first_pending; t < tasks.size() && tasks[t].block < oldest + kSlots; ++t) {
+      if (tasks[t].state != Task::State::kPending) continue;
+      bool ready = true;
+      for (size_t d : tasks[t].deps) ready = ready && tasks[d].state == Task::State::kDone;
+      if (ready) return static_cast<int64_t>(t);
+    }
+    return -1;
+  };
+
+  std::vector<std::array<double, 4>> seconds(workers);
+  std::vector<std::vector<float>> buffers(workers);
+  const double drawn0 = stream.draw_seconds();
+  const auto region = Clock::now();
+  parallel_claim(static_cast<int64_t>(workers), [&](int64_t, int worker) {
+    auto& sec = seconds[static_cast<size_t>(worker)];
+    auto& buffer = buffers[static_cast<size_t>(worker)];
+    double reported = -1;
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!failed && done < tasks.size()) {
+      const int64_t k = pick();
+      if (k < 0) {
+        changed.wait(lock);
+        continue;
+      }
+      Task& task = tasks[static_cast<size_t>(k)];
+      task.state = Task::State::kRunning;
+      lock.unlock();
+      try {
+        const int64_t b = task.block;
+        if (task.piece >= 0)
+          stream.draw(b, task.piece, slot_keys(b) + task.piece * MemoryStream::kPieceRows * d_k,
+                      slot_values(b) + task.piece * MemoryStream::kPieceRows * d_v);
+        else
+          run_item(items[static_cast<size_t>(b)][task.item], op, slot_keys(b), slot_values(b),
+                   b * kBlock, buffer, sec);
+      } catch (...) {
+        lock.lock();
+        failed = true;
+        changed.notify_all();
+        throw;
+      }
+      lock.lock();
+      task.state = Task::State::kDone;
+      ++done;
+      if (task.piece < 0 && --left[task.block] == 0) {
+        work_done += block_work[task.block];
+        while (oldest < n_blocks && left[oldest] == 0) ++oldest;
+      }
+      changed.notify_all();
+      if (worker == 0 && progress && work_done > reported) {
+        reported = work_done;
+        lock.unlock();
+        progress(reported);
+        lock.lock();
+      }
+    }
+  });
+  double busy = stream.draw_seconds() - drawn0;
+  for (const auto& s : seconds) {
+    profile.similarity += s[0];
+    profile.weights += s[1];
+    profile.accumulate += s[2];
+    profile.snapshots += s[3];
+    busy += s[0] + s[1] + s[2] + s[3];
+  }
+  // the threads' time in the region that no task took: waiting for the tasks they need
+  profile.waits += std::max(0.0, static_cast<double>(workers) * since(region) - busy);
+  return totals;
+}
+
+}  // namespace recall
