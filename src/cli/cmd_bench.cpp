@@ -74,24 +74,41 @@ void add_peer(nlohmann::json& j, const std::string& peer_script, const ProbeResu
 }
 
 // The same probe beside `busy` spinning neighbours, and training (bench-gpt) idle and beside the
-// same, back to back; the slowdowns join `j`.
+// same, in `rounds` rounds of idle then busy runs back to back: a machine whose speed drifts from
+// minute to minute moves one pair's ratio less than runs far apart. The first round's idle probe is
+// `r`. Each round's slowdowns and their medians join `j`.
 void add_busy(nlohmann::json& j, const ProbePlan& plan, const ProbeResult& r, int busy,
-              int64_t busy_train_steps) {
+              int64_t busy_train_steps, int rounds) {
   const ProbeConfig& config = plan.config;
   const int64_t steps = busy_train_steps > 0 ? busy_train_steps + 2 : 0;
   TrainConfig train = train_config_from_file("bench-gpt");
-  double idle_tps = 0;
-  if (steps > 0) idle_tps = bench_train(train, steps, config.device).tokens_per_s;
-  BusyNeighbours neighbours(busy);
-  const double busy_s = run_probe(plan).seconds;
+  std::vector<double> idle_s, busy_s, probe_x, idle_tps, busy_tps, train_x;
+  for (int round = 0; round < rounds; ++round) {
+    idle_s.push_back(round == 0 ? r.seconds : run_probe(plan).seconds);
+    {
+      BusyNeighbours neighbours(busy);
+      busy_s.push_back(run_probe(plan).seconds);
+    }
+    probe_x.push_back(busy_s.back() / idle_s.back());
+    if (steps == 0) continue;
+    idle_tps.push_back(bench_train(train, steps, config.device).tokens_per_s);
+    {
+      BusyNeighbours neighbours(busy);
+      busy_tps.push_back(bench_train(train, steps, config.device).tokens_per_s);
+    }
+    train_x.push_back(idle_tps.back() / busy_tps.back());
+  }
   j["busy_neighbours"] = busy;
-  j["busy_seconds"] = busy_s;
-  j["busy_slowdown"] = busy_s / r.seconds;
+  j["busy_rounds"] = rounds;
+  j["busy_seconds"] = summarize(busy_s).median;
+  // the medians over the rounds, and each round's slowdowns beside them
+  j["busy_slowdown"] = summarize(probe_x).median;
+  j["busy_slowdowns"] = probe_x;
   if (steps > 0) {
-    const double busy_tps = bench_train(train, steps, config.device).tokens_per_s;
-    j["train_tokens_per_s"] = idle_tps;
-    j["busy_train_tokens_per_s"] = busy_tps;
-    j["busy_train_slowdown"] = idle_tps / busy_tps;
+    j["train_tokens_per_s"] = summarize(idle_tps).median;
+    j["busy_train_tokens_per_s"] = summarize(busy_tps).median;
+    j["busy_train_slowdown"] = summarize(train_x).median;
+    j["busy_train_slowdowns"] = train_x;
   }
 }
 
@@ -108,6 +125,7 @@ void add_bench(CLI::App& root, Action& action) {
     std::string device = "cpu";
     int busy = 0;
     int64_t busy_train_steps = 10;
+    int busy_rounds = 3;
     std::string peer;
   };
   auto o = std::make_shared<Opts>();
@@ -127,6 +145,11 @@ void add_bench(CLI::App& root, Action& action) {
                    "with --busy: timed training steps each way (0: skip training)")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
+  probe
+      ->add_option("--busy-rounds", o->busy_rounds,
+                   "with --busy: rounds of idle then busy runs; the slowdowns are their medians")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   probe->callback([o, &action] {
     resolve_rules(o->config, o->rules, o->no_rules, o->device);
     if (!o->peer.empty() && !std::filesystem::is_regular_file(o->peer))
@@ -137,7 +160,7 @@ void add_bench(CLI::App& root, Action& action) {
       const ProbeResult r = run_probe(plan);
       nlohmann::json j = bench_probe_json(o->config, r, gemm);
       if (!o->peer.empty()) add_peer(j, o->peer, r);
-      if (o->busy > 0) add_busy(j, plan, r, o->busy, o->busy_train_steps);
+      if (o->busy > 0) add_busy(j, plan, r, o->busy, o->busy_train_steps, o->busy_rounds);
       std::printf("%s\n", j.dump().c_str());
       return 0;
     };

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -92,17 +93,24 @@ TEST(Cli, ProbeWritesJsonCsvAndPlot) {
 }
 
 TEST(Cli, BenchProbeBesideBusyNeighbours) {
-  // The busy run is the same probe again beside one spinning process, which is gone afterwards.
+  // The busy runs are the same probe again beside one spinning process (gone afterwards), in
+  // rounds of idle then busy runs whose median slowdown is reported beside each round's.
   const CliRun r =
       run("--threads 2 bench probe --stores relu --m 16,64 --no-rules --trials 1 --busy 1 "
-          "--busy-train-steps 0");
+          "--busy-train-steps 0 --busy-rounds 3");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["busy_neighbours"], 1);
+  EXPECT_EQ(j["busy_rounds"], 3);
   EXPECT_GT(j["busy_seconds"].get<double>(), 0.0);
+  auto x = j["busy_slowdowns"].get<std::vector<double>>();
+  ASSERT_EQ(x.size(), 3u);
+  std::sort(x.begin(), x.end());
+  EXPECT_EQ(j["busy_slowdown"].get<double>(), x[1]);
   EXPECT_GT(j["profile_s"]["accumulate"].get<double>(), 0.0);
   EXPECT_FALSE(j.contains("busy_train_slowdown"));
   EXPECT_EQ(run("bench probe --busy -1").code, 2);
+  EXPECT_EQ(run("bench probe --busy 1 --busy-rounds 0").code, 2);
   EXPECT_EQ(run("bench probe --peer /nonexistent/peer_probe.py").code, 2);
 }
 
