@@ -11,8 +11,9 @@
 #   RECALL_CUDA        ON links LibTorch's CUDA library, OFF its CPU library alone (about 400 MB
 #                      less resident memory per run); default ON where nvidia-smi sees a GPU
 # Extra arguments go to cmake's configure step (e.g. -DCMAKE_PREFIX_PATH=... for the other
-# dependencies). A CUDA torch needs CUDA's compiler and libraries to link (nvcc on PATH or in
-# /usr/local/cuda); nothing CUDA has to run for the build and the CPU tests.
+# dependencies). A CUDA torch needs CUDA's compiler to configure (nvcc on PATH or in
+# /usr/local/cuda), and its libraries to link with RECALL_CUDA=ON; nothing CUDA has to run for the
+# build and the CPU tests.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${RECALL_TORCH_VENV:-$HOME/.cache/recall/torch2-venv}
