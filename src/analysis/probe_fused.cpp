@@ -29,10 +29,9 @@ namespace {
 constexpr int64_t kRowTile = 64;
 constexpr int64_t kColTile = 512;
 constexpr int64_t kAccsPerItem = 8;
-// Blocks held at once: the oldest one an item still reads, and up to kAhead after it being drawn
-// or read meanwhile.
-constexpr int64_t kAhead = 2;
-constexpr int64_t kSlots = kAhead + 1;
+// Blocks held at once: the oldest one an item still reads, and up to two after it being drawn or
+// read meanwhile.
+constexpr int64_t kSlots = 3;
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
@@ -163,26 +162,22 @@ struct Task {
   enum class State { kPending, kRunning, kDone } state = State::kPending;
 };
 
-}  // namespace
-
-// One region for the whole trial, not one per block: a thread the OS delays (a busy neighbour on
-// its core) then holds back only the items that need its item's rows, while the other threads go
-// on with the rest of the block, the next blocks' draws and their items. Each block needs its
-// draw and, per item, the items of the block before that share its rows; at most kSlots blocks
-// are held, so a block is drawn only once the one kSlots before it is done.
-FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStream& stream,
-                         int64_t end, const float* Qt, int64_t ldq,
-                         const std::vector<int64_t>& boundaries, ProbeProfile& profile,
-                         const std::function<void(double)>& progress) {
-  constexpr int64_t kBlock = MemoryStream::kBlock, kPieces = MemoryStream::kPieces;
-  const Operands op{Qt, ldq, stream.d_k(), stream.d_v(), &boundaries};
-  const auto workers = static_cast<size_t>(std::max(1, at::get_num_threads()));
-  const int64_t n_blocks = (end + kBlock - 1) / kBlock;
-  FusedTotals totals;
-  std::vector<std::vector<SumsItem>> items(static_cast<size_t>(n_blocks));
-  std::vector<double> block_work(static_cast<size_t>(n_blocks));
-  std::vector<int64_t> left(static_cast<size_t>(n_blocks));  // sums items not done, per block
+// A trial's tasks, blocks first to last; within a block its draw, then its items longest first.
+struct TrialTasks {
+  std::vector<std::vector<SumsItem>> items;  // per block
+  std::vector<double> block_work;            // per block: its memory-query pairs of the sums
   std::vector<Task> tasks;
+  FusedTotals totals;
+};
+
+// Each block needs its draw and, per item, the items of the block before that share its rows.
+TrialTasks plan_tasks(const std::vector<Accumulator*>& accs, int64_t end, size_t workers) {
+  constexpr int64_t kBlock = MemoryStream::kBlock;
+  const int64_t n_blocks = (end + kBlock - 1) / kBlock;
+  TrialTasks plan;
+  plan.items.resize(static_cast<size_t>(n_blocks));
+  plan.block_work.resize(static_cast<size_t>(n_blocks));
+  auto& tasks = plan.tasks;
   size_t prev_first = 0;  // the first sums task of the block before
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t c0 = b * kBlock, c1 = std::min(c0 + kBlock, end);
@@ -190,14 +185,13 @@ FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStre
     for (auto* a : accs)
       if (a->end > c0) {
         active.push_back(a);
-        block_work[b] += static_cast<double>(a->q * (std::min(a->end, c1) - c0));
+        plan.block_work[b] += static_cast<double>(a->q * (std::min(a->end, c1) - c0));
       }
-    totals.work += block_work[b];
-    auto& mine = items[static_cast<size_t>(b)];
-    mine = block_items(active, c0, c1, workers, totals.similarities);
-    left[b] = static_cast<int64_t>(mine.size());
+    plan.totals.work += plan.block_work[b];
+    auto& mine = plan.items[static_cast<size_t>(b)];
+    mine = block_items(active, c0, c1, workers, plan.totals.similarities);
     const size_t draws = tasks.size();
-    for (int64_t piece = 0; piece < kPieces; ++piece) {
+    for (int64_t piece = 0; piece < MemoryStream::kPieces; ++piece) {
       Task t;
       t.block = b;
       t.piece = piece;
@@ -210,38 +204,106 @@ FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStre
       t.item = k;
       for (size_t d = draws; d < first; ++d) t.deps.push_back(d);
       for (size_t p = prev_first; b > 0 && p < draws; ++p)
-        if (overlap(items[static_cast<size_t>(b - 1)][tasks[p].item], mine[k])) t.deps.push_back(p);
+        if (overlap(plan.items[static_cast<size_t>(b - 1)][tasks[p].item], mine[k]))
+          t.deps.push_back(p);
       tasks.push_back(std::move(t));
     }
     prev_first = first;
   }
+  return plan;
+}
 
+// Hands the threads the first pending task (in the plan's order) whose needs are met and that
+// lies within kSlots blocks of the oldest block with items not done (so a block's ring slot is
+// free when it is drawn); threads with nothing ready sleep until a task ends.
+class TaskQueue {
+ public:
+  explicit TaskQueue(TrialTasks& plan) : plan_(plan) {
+    for (const auto& items : plan.items) left_.push_back(static_cast<int64_t>(items.size()));
+    advance_oldest();
+  }
+  // The next task for this thread, or -1 once every task is done or one failed.
+  int64_t take(std::unique_lock<std::mutex>& lock) {
+    for (;;) {
+      if (failed_ || done_ == plan_.tasks.size()) return -1;
+      const int64_t k = ready();
+      if (k >= 0) {
+        plan_.tasks[static_cast<size_t>(k)].state = Task::State::kRunning;
+        return k;
+      }
+      changed_.wait(lock);
+    }
+  }
+  // Task k is done; returns the work of the blocks completed so far.
+  double finish(int64_t k) {
+    Task& task = plan_.tasks[static_cast<size_t>(k)];
+    task.state = Task::State::kDone;
+    ++done_;
+    if (task.piece < 0 && --left_[static_cast<size_t>(task.block)] == 0) advance_oldest();
+    changed_.notify_all();
+    return work_done_;
+  }
+  void fail() {
+    failed_ = true;
+    changed_.notify_all();
+  }
+  std::mutex mutex;
+
+ private:
+  int64_t ready() {
+    auto& tasks = plan_.tasks;
+    while (first_pending_ < tasks.size() && tasks[first_pending_].state != Task::State::kPending)
+      ++first_pending_;
+    for (size_t t = first_pending_; t < tasks.size() && tasks[t].block < oldest_ + kSlots; ++t) {
+      if (tasks[t].state != Task::State::kPending) continue;
+      bool met = true;
+      for (size_t d : tasks[t].deps) met = met && tasks[d].state == Task::State::kDone;
+      if (met) return static_cast<int64_t>(t);
+    }
+    return -1;
+  }
+  void advance_oldest() {
+    while (oldest_ < static_cast<int64_t>(left_.size()) && left_[static_cast<size_t>(oldest_)] == 0)
+      work_done_ += plan_.block_work[static_cast<size_t>(oldest_++)];
+  }
+  TrialTasks& plan_;
+  std::condition_variable changed_;
+  std::vector<int64_t> left_;  // sums items not done, per block
+  size_t first_pending_ = 0, done_ = 0;
+  int64_t oldest_ = 0;  // the first block with items not done
+  double work_done_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+// One region for the whole trial, not one per block: a thread the OS delays (a busy neighbour on
+// its core) then holds back only the items that need its item's rows, while the other threads go
+// on with the rest of the block, the next blocks' draws and their items. At most kSlots blocks
+// are held, in a ring.
+FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStream& stream,
+                         int64_t end, const float* Qt, int64_t ldq,
+                         const std::vector<int64_t>& boundaries, ProbeProfile& profile,
+                         const std::function<void(double)>& progress) {
+  constexpr int64_t kBlock = MemoryStream::kBlock, kRows = MemoryStream::kPieceRows;
+  const Operands op{Qt, ldq, stream.d_k(), stream.d_v(), &boundaries};
+  const auto workers = static_cast<size_t>(std::max(1, at::get_num_threads()));
+  TrialTasks plan = plan_tasks(accs, end, workers);
+  TaskQueue queue(plan);
   // the ring of blocks: block b's keys and values in slot b % kSlots
   const int64_t d_k = op.d_k, d_v = op.d_v;
   std::unique_ptr<float[]> keys(new float[static_cast<size_t>(kSlots * kBlock * d_k)]);
   std::unique_ptr<float[]> values(new float[static_cast<size_t>(kSlots * kBlock * d_v)]);
   auto slot_keys = [&](int64_t b) { return keys.get() + (b % kSlots) * kBlock * d_k; };
   auto slot_values = [&](int64_t b) { return values.get() + (b % kSlots) * kBlock * d_v; };
-
-  std::mutex mutex;
-  std::condition_variable changed;
-  size_t first_pending = 0, done = 0;
-  int64_t oldest = 0;  // the first block with items not done
-  while (oldest < n_blocks && left[oldest] == 0) ++oldest;
-  double work_done = 0;
-  bool failed = false;
-  // The first pending task, in order (blocks first to last; within a block its draw, then its
-  // items longest first), whose needs are met; -1 when none is.
-  auto pick = [&]() -> int64_t {
-    while (first_pending < tasks.size() && tasks[first_pending].state != Task::State::kPending)
-      ++first_pending;
-    for (size_t t = first_pending; t < tasks.size() && tasks[t].block < oldest + kSlots; ++t) {
-      if (tasks[t].state != Task::State::kPending) continue;
-      bool ready = true;
-      for (size_t d : tasks[t].deps) ready = ready && tasks[d].state == Task::State::kDone;
-      if (ready) return static_cast<int64_t>(t);
-    }
-    return -1;
+  auto run = [&](const Task& task, std::vector<float>& buffer, std::array<double, 4>& sec) {
+    const int64_t b = task.block;
+    if (task.piece >= 0)
+      stream.draw(b, task.piece, slot_keys(b) + task.piece * kRows * d_k,
+                  slot_values(b) + task.piece * kRows * d_v);
+    else
+      run_item(plan.items[static_cast<size_t>(b)][task.item], op, slot_keys(b), slot_values(b),
+               b * kBlock, buffer, sec);
   };
 
   std::vector<std::array<double, 4>> seconds(workers);
@@ -249,43 +311,22 @@ FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStre
   const double drawn0 = stream.draw_seconds();
   const auto region = Clock::now();
   parallel_claim(static_cast<int64_t>(workers), [&](int64_t, int worker) {
-    auto& sec = seconds[static_cast<size_t>(worker)];
-    auto& buffer = buffers[static_cast<size_t>(worker)];
-    double reported = -1;
-    std::unique_lock<std::mutex> lock(mutex);
-    while (!failed && done < tasks.size()) {
-      const int64_t k = pick();
-      if (k < 0) {
-        changed.wait(lock);
-        continue;
-      }
-      Task& task = tasks[static_cast<size_t>(k)];
-      task.state = Task::State::kRunning;
+    double reported = 0;
+    std::unique_lock<std::mutex> lock(queue.mutex);
+    for (int64_t k = queue.take(lock); k >= 0; k = queue.take(lock)) {
       lock.unlock();
       try {
-        const int64_t b = task.block;
-        if (task.piece >= 0)
-          stream.draw(b, task.piece, slot_keys(b) + task.piece * MemoryStream::kPieceRows * d_k,
-                      slot_values(b) + task.piece * MemoryStream::kPieceRows * d_v);
-        else
-          run_item(items[static_cast<size_t>(b)][task.item], op, slot_keys(b), slot_values(b),
-                   b * kBlock, buffer, sec);
+        run(plan.tasks[static_cast<size_t>(k)], buffers[static_cast<size_t>(worker)],
+            seconds[static_cast<size_t>(worker)]);
       } catch (...) {
         lock.lock();
-        failed = true;
-        changed.notify_all();
+        queue.fail();
         throw;
       }
       lock.lock();
-      task.state = Task::State::kDone;
-      ++done;
-      if (task.piece < 0 && --left[task.block] == 0) {
-        work_done += block_work[task.block];
-        while (oldest < n_blocks && left[oldest] == 0) ++oldest;
-      }
-      changed.notify_all();
-      if (worker == 0 && progress && work_done > reported) {
-        reported = work_done;
+      const double work = queue.finish(k);
+      if (worker == 0 && progress && work > reported) {  // the progress line on the caller
+        reported = work;
         lock.unlock();
         progress(reported);
         lock.lock();
@@ -302,7 +343,7 @@ FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStre
   }
   // the threads' time in the region that no task took: waiting for the tasks they need
   profile.waits += std::max(0.0, static_cast<double>(workers) * since(region) - busy);
-  return totals;
+  return plan.totals;
 }
 
 }  // namespace recall
