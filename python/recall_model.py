@@ -14,6 +14,9 @@ Attention is causal softmax attention whose logits q_t . k_s / sqrt(d_head) are 
 query position t, by beta(M) / beta_0 with M = t + 1 keys seen and L = seq_len (the beta rule):
     none: 1    su: ln M / ln L    qwen: max(1, ln M / ln L)    yarn: (0.1 ln max(1, M / L) + 1)^2
     ssmax: s_h ln M with s learned per head.
+attn_scale multiplies every rule. attn_qk_norm scales each head's q and k to unit length, so the
+logit is beta cos(q, k) with beta = attn_scale times the rule's factor (no 1 / sqrt(d_head)), and
+attn_scale_learned replaces attn_scale by a parameter per head, beta (H,).
 attn_mem_kv = N learned key/values per head precede the context keys and every query sees them.
 attn_conv = W mixes each channel of the q, k, v projections causally over positions before the
 heads split: z'_t = sum_{j < W} conv[:, j] * z_{t-j}.
@@ -105,6 +108,11 @@ class Attention(nn.Module):
         self.N = c["attn_mem_kv"]
         self.s = c.get("attn_scale", 1.0)  # multiplies 1 / sqrt(d_head) under every rule
         self.W = c.get("attn_conv", 0)  # causal depthwise convolution of q, k, v; 0: none
+        self.qk_norm = c.get("attn_qk_norm", False)
+        if c.get("attn_scale_learned", False):
+            self.beta = nn.Parameter(torch.full((H,), float(self.s)))  # per head, replaces s
+        else:
+            self.beta = None
         self.qkv = nn.Linear(D, 3 * D, bias=c["bias"])
         if self.W > 0:
             self.conv = nn.Parameter(torch.zeros(3 * D, self.W))  # column j weighs position t - j
@@ -123,15 +131,23 @@ class Attention(nn.Module):
         q, k, v = z.view(B, T, 3, self.H, self.dh).unbind(2)  # (B, T, H, dh) each
         if self.use_rope:
             q, k = rope(q, self.base), rope(k, self.base)
+        mem_k = self.mem_k if self.N > 0 else None
+        if self.qk_norm:
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+            mem_k = F.normalize(mem_k, dim=-1) if self.N > 0 else None
         if self.N > 0:
             expand = lambda m: m.transpose(0, 1).unsqueeze(0).expand(B, self.N, self.H, self.dh)
-            k = torch.cat([expand(self.mem_k), k], 1)  # (B, N + T, H, dh)
+            k = torch.cat([expand(mem_k), k], 1)  # (B, N + T, H, dh)
             v = torch.cat([expand(self.mem_v), v], 1)
         M = torch.arange(1, T + 1, dtype=torch.float64)
+        unit = 1.0 if self.qk_norm else 1.0 / math.sqrt(self.dh)
+        fixed = unit if self.beta is not None else self.s * unit
         if self.rule == "ssmax":
-            scale = self.ssmax.scale[:, None] * torch.log(M.to(x.dtype))[None] * self.s / math.sqrt(self.dh)
+            scale = self.ssmax.scale[:, None] * torch.log(M.to(x.dtype))[None] * fixed
         else:
-            scale = (beta_ratio(self.rule, M, self.L) * self.s / math.sqrt(self.dh)).to(x.dtype)[None]
+            scale = (beta_ratio(self.rule, M, self.L) * fixed).to(x.dtype)[None]
+        if self.beta is not None:
+            scale = scale * self.beta[:, None]  # (H, T)
         logits = torch.einsum("bthd,bshd->bhts", q, k) * scale[..., None]  # (B, H, T, N + T)
         col = torch.arange(self.N + T)[None]
         row = torch.arange(T)[:, None]

@@ -25,7 +25,10 @@ void ExtrapolateConfig::validate() const {
   check_arg(seeds >= 1 && seeds <= 100, fmt::format("--seeds {}: must be in [1, 100]", seeds));
   check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
   for (int64_t m : lengths)
-    check_arg(m >= 1 && m <= 64, fmt::format("--lengths {}: each must be in [1, 64]", m));
+    check_arg(m >= 1 && m <= kMaxLengthMultiple,
+              fmt::format("--lengths {}: each must be in [1, {}]; the memory estimate bounds "
+                          "them further",
+                          m, kMaxLengthMultiple));
   check_arg(batches >= 1 && batches <= 1000,
             fmt::format("--batches {}: must be in [1, 1000]", batches));
 }
@@ -36,6 +39,8 @@ namespace {
 std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig& config) {
   const auto rules = config.rules.empty() ? all_beta_rules() : config.rules;
   const TrainConfig base = train_config_from_file(config.train_config, config.sets);
+  // before any training: the longest evaluation must fit
+  check_length_memory(base, config.lengths, config.device, config.max_memory, false);
   std::vector<std::pair<TrainConfig, std::string>> runs;
   for (BetaRule rule : rules)
     for (int64_t k = 0; k < config.seeds; ++k) {
@@ -81,6 +86,7 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
             fmt::format("--lengths {}: checkpoint {} has learned positions for {} "
                         "tokens, only 1 is possible",
                         m, path, mc.seq_len));
+    check_length_memory(r.config, config.lengths, config.device, config.max_memory, false);
     auto task = make_task(r.config, r.vocabulary);
     const BetaRule trained = mc.attn_rule;
     const auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;
@@ -88,8 +94,14 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
       r.model->set_attn_rule(rule);
       for (int64_t m : config.lengths) {
         const int64_t T = m * mc.seq_len, pairs = mqar_pairs_at(r.config, m, config.pairs);
+        // as many scored queries at every length: with the pairs grown g times, 1/g of the prompts
+        const int64_t sequences = config.batches * r.config.trainer.batch_size;
+        const int64_t grown = pairs / std::max<int64_t>(1, r.config.task.mqar_pairs);
         const auto eval =
-            evaluate(r.model, *task, length_prompts(*task, r.config, T, config.batches, pairs));
+            evaluate(r.model, *task,
+                     length_prompts(
+                         *task, r.config, T, config.batches, pairs,
+                         std::max(kInspectMinSequences, sequences / std::max<int64_t>(1, grown))));
         out.push_back({path, trained, rule, m, T, pairs, eval.at("accuracy"), eval.at("loss")});
       }
     }

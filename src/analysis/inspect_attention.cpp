@@ -8,6 +8,7 @@
 #include "recall/analysis/inspect.h"
 #include "recall/core/enum_names.h"
 #include "recall/core/error.h"
+#include "recall/core/machine.h"
 #include "recall/models/activation_cache.h"
 #include "recall/models/block.h"
 
@@ -143,7 +144,8 @@ PairsAtLength pairs_at_length_from_string(const std::string& s) {
 int64_t mqar_pairs_at(const TrainConfig& config, int64_t multiple, PairsAtLength mode) {
   const int64_t trained = config.task.mqar_pairs;
   if (mode == PairsAtLength::kFixed) return trained;
-  const int64_t keys = (config.model.vocab_size - 1) / 2;
+  const int64_t keys =
+      MqarTask::value_begin(config.model.vocab_size, config.task.mqar_values) - 1;  // [1, value)
   // 4 pairs a token at most fit (MqarTask), and seq_len >= 4 mqar_pairs already
   return std::max(trained, std::min(trained * multiple, keys));
 }
@@ -161,7 +163,7 @@ std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, i
   const Task* from = &task;
   std::unique_ptr<Task> more;
   if (pairs > 0 && pairs != config.task.mqar_pairs) {
-    more = std::make_unique<MqarTask>(config.model.vocab_size, pairs);
+    more = std::make_unique<MqarTask>(config.model.vocab_size, pairs, config.task.mqar_values);
     from = more.get();
   }
   std::vector<Batch> set;
@@ -172,10 +174,24 @@ std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, i
   return set;
 }
 
+void check_length_memory(const TrainConfig& config, const std::vector<int64_t>& multiples,
+                         const torch::Device& device, int64_t max_memory, bool all_weights) {
+  for (int64_t m : multiples) {
+    const int64_t T = m * config.model.seq_len;
+    const int64_t per = std::min(config.trainer.batch_size, std::max<int64_t>(1, kEvalTokens / T));
+    std::string parts;
+    const double bytes = estimate_eval_memory(config, T, per, device, &parts, all_weights);
+    check_memory(fmt::format("--lengths {} ({} tokens)", m, T), bytes, parts, max_memory);
+  }
+}
+
 void InspectConfig::validate() const {
   check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
   for (int64_t m : lengths)
-    check_arg(m >= 1 && m <= 64, fmt::format("--lengths {}: each must be in [1, 64]", m));
+    check_arg(m >= 1 && m <= kMaxLengthMultiple,
+              fmt::format("--lengths {}: each must be in [1, {}]; the memory estimate bounds "
+                          "them further",
+                          m, kMaxLengthMultiple));
   check_arg(!rules.empty(), "--rules is empty: give some of none, su, qwen, yarn, ssmax");
   check_arg(batches >= 1 && batches <= 1000,
             fmt::format("--batches {}: must be in [1, 1000]", batches));
@@ -191,6 +207,9 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
       throw UsageError(fmt::format(
           "--lengths {}: this model has learned positions for {} tokens, only 1 is possible", m,
           mc.seq_len));
+  if (tc.task.kind == TaskKind::kMqar)
+    check_length_memory(tc, config.lengths, restored.model->parameters().front().device(),
+                        config.max_memory, /*all_weights=*/true);
   InspectResult out{checkpoint, restored.step, mc, {}, {}};
   Transformer& model = restored.model;
   for (int64_t l = 0; l < mc.n_layers; ++l)

@@ -26,7 +26,9 @@ void BlockImpl::reset() {
                                                .bias(c.bias)
                                                .mem_kv(c.attn_mem_kv)
                                                .scale(c.attn_scale)
-                                               .conv(c.attn_conv)));
+                                               .conv(c.attn_conv)
+                                               .qk_norm(c.attn_qk_norm)
+                                               .learn_scale(c.attn_scale_learned)));
   ffn = nullptr;
   if (c.ffn == FfnKind::kNone) return;
   norm2 = register_module("norm2", Norm(norm_options));

@@ -99,6 +99,9 @@ const std::vector<ConfigKey<ModelConfig>>& keys() {
     t.push_back(real_key<ModelConfig>("attn_scale", RECALL_MODEL_FIELD(double, attn_scale), 0, true,
                                       kMaxScale));
     t.push_back(int_of("attn_conv"));
+    t.push_back(bool_key<ModelConfig>("attn_qk_norm", RECALL_MODEL_FIELD(bool, attn_qk_norm)));
+    t.push_back(
+        bool_key<ModelConfig>("attn_scale_learned", RECALL_MODEL_FIELD(bool, attn_scale_learned)));
     return t;
   }();
   return table;

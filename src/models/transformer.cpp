@@ -65,6 +65,20 @@ void TransformerImpl::load(torch::serialize::InputArchive& archive) {
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& idx, ActivationCache* cache) {
+  return logits(hidden(idx, cache));  // (B, T, vocab)
+}
+
+torch::Tensor TransformerImpl::forward_at(const torch::Tensor& idx, const torch::Tensor& mask) {
+  check_arg(mask.sizes() == idx.sizes() && mask.scalar_type() == torch::kBool,
+            "forward_at: expected a bool mask of the token ids' shape (B, T)");
+  return logits(hidden(idx).index({mask}));  // (n, D) -> (n, vocab)
+}
+
+torch::Tensor TransformerImpl::logits(const torch::Tensor& h) {
+  return fast_linear(h, head ? head->weight : tok_emb->weight);
+}
+
+torch::Tensor TransformerImpl::hidden(const torch::Tensor& idx, ActivationCache* cache) {
   check_arg(idx.dim() == 2 && idx.scalar_type() == torch::kInt64,
             fmt::format("idx: expected (B, T) int64 token ids, got {} dimensions", idx.dim()));
   const int64_t T = idx.size(1);
@@ -75,8 +89,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& idx, ActivationCache
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
   for (size_t i = 0; i < blocks.size(); ++i)
     x = cache ? blocks[i]->forward(x, cache, fmt::format("blocks.{}.", i)) : blocks[i]->forward(x);
-  x = norm_f->forward(x);
-  return fast_linear(x, head ? head->weight : tok_emb->weight);  // (B, T, vocab)
+  return norm_f->forward(x);  // (B, T, D)
 }
 
 torch::Tensor TransformerImpl::forward_incremental(const torch::Tensor& idx, KvCache& kv) {
@@ -93,8 +106,7 @@ torch::Tensor TransformerImpl::forward_incremental(const torch::Tensor& idx, KvC
   auto x = tok_emb(idx);  // (B, T, D)
   if (pos_emb) x = x + pos_emb->weight.narrow(0, offset, T);
   for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_incremental(x, kv.layers[i]);
-  x = norm_f->forward(x);
-  return fast_linear(x, head ? head->weight : tok_emb->weight);  // (B, T, vocab)
+  return logits(norm_f->forward(x));  // (B, T, vocab)
 }
 
 const torch::Tensor& ActivationCache::at(const std::string& name) const {

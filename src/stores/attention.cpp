@@ -41,6 +41,7 @@ void AttentionImpl::reset() {
     c.select(1, 0).fill_(1.0);
     conv = register_parameter("conv", c);
   }
+  if (options.learn_scale()) beta = register_parameter("beta", torch::full({H}, options.scale()));
   // heads_masked_ is left as it is: a clone keeps its source's flag along with the mask's values
   head_mask = register_buffer("head_mask", torch::ones({H}));
   // After set_rule(ssmax) a clone must register the scale too (ssmax is non-null in the copy).
@@ -78,14 +79,29 @@ void AttentionImpl::load(torch::serialize::InputArchive& archive) {
   set_head_mask(mask.to(head_mask.device()));
 }
 
+double AttentionImpl::fixed_scale() const {
+  // unit q and k: cos(q, k) is already of order 1, and beta is the scale itself
+  const double unit = options.qk_norm() ? 1.0 : 1.0 / std::sqrt(static_cast<double>(d_head()));
+  return options.learn_scale() ? unit : options.scale() * unit;
+}
+
 torch::Tensor AttentionImpl::logit_scale(int64_t T, const torch::TensorOptions& like) {
-  const double inv_sqrt_d = options.scale() / std::sqrt(static_cast<double>(d_head()));
   // float64 on the CPU, rounded once onto the input's device: the same scale on every device
   auto M = torch::arange(1, T + 1, torch::TensorOptions().dtype(torch::kFloat64));  // (T,)
-  if (options.rule() == BetaRule::kSsmax)
-    return ssmax->forward(M.to(like)) * inv_sqrt_d;  // (H, T), s_h ln M with beta_0 = 1
-  const double L = static_cast<double>(options.seq_len());
-  return (beta_for(options.rule(), M, L, 1.0) * inv_sqrt_d).to(like).unsqueeze(0);  // (1, T)
+  torch::Tensor s;
+  if (options.rule() == BetaRule::kSsmax) {
+    s = ssmax->forward(M.to(like)) * fixed_scale();  // (H, T), s_h ln M with beta_0 = 1
+  } else {
+    const double L = static_cast<double>(options.seq_len());
+    s = (beta_for(options.rule(), M, L, 1.0) * fixed_scale()).to(like).unsqueeze(0);  // (1, T)
+  }
+  return options.learn_scale() ? s * beta.to(like).unsqueeze(1) : s;  // (H, T) when learned
+}
+
+torch::Tensor AttentionImpl::unit(const torch::Tensor& x) const {
+  if (!options.qk_norm()) return x;
+  // torch.nn.functional.normalize's formula: a zero row stays zero instead of turning into NaN
+  return x / x.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);
 }
 
 torch::Tensor AttentionImpl::convolve(const torch::Tensor& z, const torch::Tensor& before) const {
@@ -125,13 +141,14 @@ std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int6
   if (options.rope()) {
     auto tables = rope_tables(offset + T, d_head(), x.options());
     if (offset > 0) tables = {tables.cos.narrow(0, offset, T), tables.sin.narrow(0, offset, T)};
-    return {apply_rope(parts[0], tables), apply_rope(parts[1], tables), parts[2]};
+    // a rotation keeps the length, so normalising after it is the same as before it
+    return {unit(apply_rope(parts[0], tables)), unit(apply_rope(parts[1], tables)), parts[2]};
   }
-  return {parts[0], parts[1], parts[2]};
+  return {unit(parts[0]), unit(parts[1]), parts[2]};
 }
 
 torch::Tensor AttentionImpl::keys() const {
-  if (mem_k.defined()) return mem_k;
+  if (mem_k.defined()) return unit(mem_k);
   return torch::zeros({options.n_heads(), 0, d_head()}, qkv->weight.options());
 }
 
@@ -144,8 +161,8 @@ std::array<torch::Tensor, 3> AttentionImpl::heads(const torch::Tensor& x) {
   check_arg(x.dim() == 3 && x.size(2) == options.d_model(),
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
-  auto [q, k, v] = project(x);                                   // (B, T, H, dh) each
-  return {q, with_memories(mem_k, k), with_memories(mem_v, v)};  // (B, N + T, H, dh)
+  auto [q, k, v] = project(x);                                    // (B, T, H, dh) each
+  return {q, with_memories(keys(), k), with_memories(mem_v, v)};  // (B, N + T, H, dh)
 }
 
 torch::Tensor AttentionImpl::with_memories(const torch::Tensor& mem, const torch::Tensor& k) {
@@ -165,7 +182,7 @@ torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, Attenti
   kv.k = offset > 0 ? torch::cat({kv.k, k}, 1) : k.contiguous();  // (B, offset + T, H, dh)
   kv.v = offset > 0 ? torch::cat({kv.v, v}, 1) : v.contiguous();
   const auto a =
-      attend_reference(q, with_memories(mem_k, kv.k), with_memories(mem_v, kv.v), offset);
+      attend_reference(q, with_memories(keys(), kv.k), with_memories(mem_v, kv.v), offset);
   return output(a.y);
 }
 
@@ -207,9 +224,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto [q, k, v] = heads(x);                          // (B, T, H, dh), (B, N + T, H, dh) twice
   if (!causal_attention_runs(q, k, v)) return output(attend_reference(q, k, v).y);
   double alpha = 1.0;
-  if (options.rule() == BetaRule::kNone) {
-    // constant scale: fused into the GEMM
-    alpha = options.scale() / std::sqrt(static_cast<double>(d_head()));
+  if (options.rule() == BetaRule::kNone && !options.learn_scale()) {
+    alpha = fixed_scale();  // constant scale: fused into the GEMM
   } else {
     q = q * logit_scale(T, x.options()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)
   }

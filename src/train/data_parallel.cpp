@@ -19,7 +19,7 @@ namespace {
 // Sum (not mean) of the cross-entropy over the scored positions of x (b, T), times `scale`.
 torch::Tensor scored_loss(Transformer& model, const torch::Tensor& x, const torch::Tensor& y,
                           const torch::Tensor& mask, double scale) {
-  auto logits = model->forward(x).index({mask});  // (scored, vocab)
+  auto logits = model->forward_at(x, mask);  // (scored, vocab)
   namespace F = torch::nn::functional;
   return F::cross_entropy(logits, y.index({mask}),
                           F::CrossEntropyFuncOptions().reduction(torch::kSum)) *

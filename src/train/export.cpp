@@ -81,6 +81,8 @@ nlohmann::json model_json(const ModelConfig& c) {
           {"ffn_slots", c.ffn_slots},
           {"attn_mem_kv", c.attn_mem_kv},
           {"attn_conv", c.attn_conv},
+          {"attn_qk_norm", c.attn_qk_norm},
+          {"attn_scale_learned", c.attn_scale_learned},
           {"norm_eps", 1e-5},
           {"rope_base", 10000.0}};
 }

@@ -44,7 +44,8 @@ std::string Task::decode(const std::vector<int64_t>& ids) const {
 std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int64_t>& vocabulary) {
   switch (config.task.kind) {
     case TaskKind::kMqar:
-      return std::make_unique<MqarTask>(config.model.vocab_size, config.task.mqar_pairs);
+      return std::make_unique<MqarTask>(config.model.vocab_size, config.task.mqar_pairs,
+                                        config.task.mqar_values);
     case TaskKind::kFacts:
       return std::make_unique<FactsTask>(config.task, static_cast<uint64_t>(config.trainer.seed));
     case TaskKind::kText:

@@ -25,11 +25,14 @@ std::vector<int64_t> choose_distinct(int64_t n, int64_t k, Rng& rng) {
 
 }  // namespace
 
-MqarTask::MqarTask(int64_t vocab_size, int64_t pairs) : vocab_(vocab_size), pairs_(pairs) {
+MqarTask::MqarTask(int64_t vocab_size, int64_t pairs, int64_t values)
+    : vocab_(vocab_size), pairs_(pairs), values_(values) {
   check_arg(pairs >= 1, fmt::format("mqar_pairs = {}: must be >= 1", pairs));
-  check_arg(vocab_size >= 2 * pairs + 1,
-            fmt::format("vocab_size = {}: mqar with {} pairs needs >= {}", vocab_size, pairs,
-                        2 * pairs + 1));
+  check_arg(values >= 0, fmt::format("mqar_values = {}: must be >= 0", values));
+  const int64_t need = values > 0 ? pairs + values + 1 : 2 * pairs + 1;
+  check_arg(vocab_size >= need,
+            fmt::format("vocab_size = {}: mqar with {} pairs{} needs >= {}", vocab_size, pairs,
+                        values > 0 ? fmt::format(" and {} values", values) : "", need));
 }
 
 Batch MqarTask::sample(int64_t batch, int64_t seq_len, Rng& rng) const {
@@ -43,7 +46,13 @@ Batch MqarTask::sample(int64_t batch, int64_t seq_len, Rng& rng) const {
     int64_t* xb = x.data() + b * T;
     int64_t* yb = y.data() + b * T;
     const auto keys = choose_distinct(n_keys, n, rng);
-    const auto values = choose_distinct(n_values, n, rng);
+    std::vector<int64_t> values;
+    if (n <= n_values) {
+      values = choose_distinct(n_values, n, rng);
+    } else {
+      std::uniform_int_distribution<int64_t> pick(0, n_values - 1);
+      for (int64_t i = 0; i < n; ++i) values.push_back(pick(rng));
+    }
     for (int64_t i = 0; i < n; ++i) {
       xb[2 * i] = key_begin() + keys[i];
       xb[2 * i + 1] = value_begin() + values[i];

@@ -50,6 +50,7 @@ const std::vector<Key>& keys() {
       enum_key<TrainConfig>("task", RECALL_REF(TaskKind, c.task.kind), task_kind_from_string,
                             to_string),
       int_key<TrainConfig>("mqar_pairs", RECALL_REF(int64_t, c.task.mqar_pairs), 1, 1 << 16),
+      int_key<TrainConfig>("mqar_values", RECALL_REF(int64_t, c.task.mqar_values), 0, 1 << 20),
       int_key<TrainConfig>("facts_n", RECALL_REF(int64_t, c.task.facts_n), 1, 1 << 24),
       int_key<TrainConfig>("facts_subjects", RECALL_REF(int64_t, c.task.facts_subjects), 1,
                            1 << 20),
@@ -157,11 +158,15 @@ void TrainConfig::validate() const {
             fmt::format("warmup_steps = {}: must be <= steps = {}", t.warmup_steps, t.steps));
   switch (task.kind) {
     case TaskKind::kMqar: {
-      // token 0 fills the query region; keys and values take the two halves of the rest
-      const int64_t need_vocab = 2 * task.mqar_pairs + 1, need_len = 4 * task.mqar_pairs;
+      // token 0 fills the query region; keys and values take the two halves of the rest, or the
+      // values the last mqar_values tokens
+      const int64_t v = task.mqar_values, need_len = 4 * task.mqar_pairs;
+      const int64_t need_vocab = v > 0 ? task.mqar_pairs + v + 1 : 2 * task.mqar_pairs + 1;
       check_arg(model.vocab_size >= need_vocab,
-                fmt::format("vocab_size = {}: mqar with mqar_pairs = {} needs >= {} (2 pairs + 1)",
-                            model.vocab_size, task.mqar_pairs, need_vocab));
+                fmt::format("vocab_size = {}: mqar with mqar_pairs = {}{} needs >= {}",
+                            model.vocab_size, task.mqar_pairs,
+                            v > 0 ? fmt::format(" and mqar_values = {}", v) : " (2 pairs + 1)",
+                            need_vocab));
       check_arg(model.seq_len >= need_len,
                 fmt::format("seq_len = {}: mqar with mqar_pairs = {} needs >= {} (4 pairs)",
                             model.seq_len, task.mqar_pairs, need_len));

@@ -19,6 +19,7 @@
 
 #include "recall/core/device.h"
 #include "recall/core/error.h"
+#include "recall/core/gemm.h"
 #include "recall/core/io.h"
 #include "recall/core/kernels.h"
 #include "recall/core/machine.h"
@@ -70,15 +71,16 @@ double best_eval_loss(const std::string& run_dir) {
 
 // The parameters the model's modules register (transformer, block, attention, norm), without
 // building it: the embeddings and head, per block two norms (one without a feed-forward), the
-// attention's projections, biases, memory key/values, convolution and ssmax scales, and the
-// feed-forward's `ffn_params`; the final norm.
+// attention's projections, biases, memory key/values, convolution, ssmax and learned scales, and
+// the feed-forward's `ffn_params`; the final norm.
 double model_parameters(const ModelConfig& m, double ffn_params) {
   const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size);
   const double norm = m.norm == NormKind::kLayerNorm && m.bias ? 2 * d : d;  // gain (and bias)
   const double attn = 4 * d * d + (m.bias ? 4 * d : 0) +
                       2 * static_cast<double>(m.attn_mem_kv) * d +
                       3 * d * static_cast<double>(m.attn_conv) +
-                      (m.attn_rule == BetaRule::kSsmax ? static_cast<double>(m.n_heads) : 0);
+                      (m.attn_rule == BetaRule::kSsmax ? static_cast<double>(m.n_heads) : 0) +
+                      (m.attn_scale_learned ? static_cast<double>(m.n_heads) : 0);
   const double block = m.ffn == FfnKind::kNone ? norm + attn : 2 * norm + attn + ffn_params;
   return V * d * (m.tied_head ? 1 : 2) +
          (m.pos == PosKind::kLearned ? static_cast<double>(m.seq_len) * d : 0) +
@@ -96,9 +98,21 @@ int64_t tokens_per_step(const TrainConfig& config) {
          (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
 }
 
+namespace {
+// The head's parameters per token that it does not multiply: V d at the unscored positions.
+double unscored_head(const TrainConfig& config) {
+  const auto& m = config.model;
+  double scored = 1.0;  // text: every position
+  if (config.task.kind == TaskKind::kMqar)
+    scored = static_cast<double>(config.task.mqar_pairs) / static_cast<double>(m.seq_len);
+  if (config.task.kind == TaskKind::kFacts) scored = 0.5;
+  return (1.0 - scored) * static_cast<double>(m.vocab_size * m.d_model);
+}
+}  // namespace
+
 double flops_per_token(const TrainConfig& config, int64_t n_params) {
   const auto& m = config.model;
-  return 6.0 * static_cast<double>(n_params) +
+  return 6.0 * (static_cast<double>(n_params) - unscored_head(config)) +
          12.0 * static_cast<double>(m.n_layers * m.d_model * m.seq_len);
 }
 
@@ -106,7 +120,7 @@ double useful_flops_per_token(const TrainConfig& config, int64_t n_params) {
   const auto& m = config.model;
   int64_t looked_up = m.pos == PosKind::kLearned ? m.seq_len * m.d_model : 0;
   if (!m.tied_head) looked_up += m.vocab_size * m.d_model;
-  return 6.0 * static_cast<double>(n_params - looked_up) +
+  return 6.0 * (static_cast<double>(n_params - looked_up) - unscored_head(config)) +
          6.0 * static_cast<double>(m.n_layers * m.d_model * (m.seq_len + 1));
 }
 
@@ -133,7 +147,7 @@ std::map<std::string, double> evaluate(Transformer& model, const Task& task,
   const auto device = model->parameters().front().device();
   for (const Batch& cpu_batch : set) {
     const Batch b = to_device(cpu_batch, device);
-    auto logits = model->forward(b.x).index({b.mask});
+    auto logits = model->forward_at(b.x, b.mask);
     auto target = b.y.index({b.mask});
     ce_sum +=
         torch::nn::functional::cross_entropy(
@@ -206,6 +220,32 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
         params, format_bytes(state), format_bytes(acts), config.trainer.batch_size,
         static_cast<int64_t>(T), format_bytes(ckpt));
   return state + acts + ckpt;
+}
+
+double estimate_eval_memory(const TrainConfig& config, int64_t seq_len, int64_t batch,
+                            const torch::Device& device, std::string* breakdown, bool all_weights) {
+  const ModelConfig& m = config.model;
+  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size),
+               H = static_cast<double>(m.n_heads), B = static_cast<double>(batch),
+               T = static_cast<double>(seq_len), N = static_cast<double>(m.attn_mem_kv);
+  const double ffn_params =
+      static_cast<double>(feed_forward_num_parameters(feed_forward_options(m)));
+  const double hidden = m.ffn == FfnKind::kNone ? 0 : 2 * static_cast<double>(m.ffn_mult) * d;
+  const double params = 4 * model_parameters(m, ffn_params);
+  // the residual, its norm, q k v, their unit copies, y and the output: one block at a time
+  const double acts = 4 * B * T * (10 * d + hidden);
+  // the logits of the scored rows and their softmax: at most every row
+  const double logits = 4 * B * T * V * 2;
+  const bool fused = !all_weights && fast_gemm_available() && fast_kernels(device);
+  const double weights =
+      fused ? 4.0 * 64 * (N + T) * std::max(1, at::get_num_threads()) : 4 * 3 * B * H * T * (N + T);
+  if (breakdown)
+    *breakdown = fmt::format(
+        "{} of parameters, {} of activations and {} of logits for batch {} x {} tokens, {} of "
+        "attention weights ({})",
+        format_bytes(params), format_bytes(acts), format_bytes(logits), batch, seq_len,
+        format_bytes(weights), fused ? "the fused path, linear in the length" : "B H T^2 of them");
+  return params + acts + logits + weights;
 }
 
 namespace {

@@ -84,13 +84,14 @@ TEST(Extrapolate, MqarTinyLearnsAndKeepsRecallingAtLength) {
 TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
   test::TempDir dir;
   const std::string ckpt = test::trained_small_mqar();
-  const auto ok = test::run_cli({"--threads", "1", "extrapolate", "--checkpoints", ckpt,
-                                 "--lengths", "1,2", "--rules", "yarn", "--json", dir / "x.json"},
-                                dir);
+  const auto ok =
+      test::run_cli({"--threads", "1", "extrapolate", "--checkpoints", ckpt, "--lengths", "1,2,128",
+                     "--rules", "yarn", "--json", dir / "x.json"},
+                    dir);
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("2x"), std::string::npos) << ok.out;
   const auto j = nlohmann::json::parse(test::read_text(dir / "x.json"));
-  ASSERT_EQ(j["points"].size(), 2u);
+  ASSERT_EQ(j["points"].size(), 3u);  // 128x: past any constant cap, within the estimate
   const auto ev = test::run_cli({"--threads", "1", "eval", "--checkpoint", ckpt, "--seq-len", "32",
                                  "--rule", "yarn", "--batches", "2"},
                                 dir);
@@ -100,7 +101,14 @@ TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
   EXPECT_DOUBLE_EQ(j["points"][1]["accuracy"].get<double>(), e["accuracy"].get<double>());
   test::write_text(dir / "tiny.toml", test::tiny_mqar_toml());
   const test::UsageCases bad = {
-      {{"extrapolate", "--checkpoints", ckpt, "--lengths", "65"}, "--lengths 65"},
+      {{"extrapolate", "--checkpoints", ckpt, "--lengths", "65536,65537"}, "--lengths 65537"},
+      // the memory estimate, not a constant, bounds the lengths: an explicit limit, so that the
+      // case holds on a machine of any size
+      {{"extrapolate", "--checkpoints", ckpt, "--lengths", "1,65536", "--max-memory", "64M"},
+       "--lengths 65536 (1048576 tokens) needs an estimated"},
+      {{"extrapolate", "--config", dir / "tiny.toml", "--out", dir / "r", "--lengths", "65536",
+        "--max-memory", "64M"},
+       "--lengths 65536"},
       {{"extrapolate", "--checkpoints", ckpt, "--rules", "slow"}, "--rules"},
       {{"extrapolate", "--checkpoints", ckpt, "--pairs", "more"}, "--pairs 'more'"},
       {{"extrapolate", "--checkpoints", dir / "none"}, "none"},

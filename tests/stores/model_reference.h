@@ -27,6 +27,12 @@ inline torch::Tensor linear_naive(const torch::Tensor& x, const torch::nn::Linea
   return l->bias.defined() ? y + l->bias : y;
 }
 
+// v / |v| with qk_norm (the essay's unit keys and queries), v otherwise.
+inline torch::Tensor unit_naive(const AttentionImpl& a, const torch::Tensor& v) {
+  if (!a.options.qk_norm()) return v;
+  return v / std::sqrt(v.dot(v).item<double>());
+}
+
 // x: (B, T, D) -> (B, T, D), loops over batch, head, query and key.
 inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), D = a.options.d_model(), H = a.options.n_heads();
@@ -47,20 +53,25 @@ inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
       for (int64_t t = 0; t < T; ++t) {
         auto q = qkv[t].slice(0, h * dh, (h + 1) * dh);
         if (a.options.rope()) q = rope_naive(q, t);
+        q = unit_naive(a, q);
         const double M = t + 1.0;
-        const double scale =
-            (a.options.rule() == BetaRule::kSsmax ? a.ssmax->scale[h].item<double>() * std::log(M)
-                                                  : beta_for(a.options.rule(), M, L, 1.0)) /
-            std::sqrt(static_cast<double>(dh));
+        // beta_0: the per-head parameter when learned; 1 / sqrt(dh) unless q and k are unit
+        const double base =
+            (a.options.learn_scale() ? a.beta[h].item<double>() : a.options.scale()) /
+            (a.options.qk_norm() ? 1.0 : std::sqrt(static_cast<double>(dh)));
+        const double scale = base * (a.options.rule() == BetaRule::kSsmax
+                                         ? a.ssmax->scale[h].item<double>() * std::log(M)
+                                         : beta_for(a.options.rule(), M, L, 1.0));
         std::vector<double> logits;
         std::vector<torch::Tensor> values;
         for (int64_t m = 0; m < N; ++m) {
-          logits.push_back(scale * q.dot(a.mem_k[h][m]).item<double>());
+          logits.push_back(scale * q.dot(unit_naive(a, a.mem_k[h][m])).item<double>());
           values.push_back(a.mem_v[h][m]);
         }
         for (int64_t s = 0; s <= t; ++s) {
           auto k = qkv[s].slice(0, D + h * dh, D + (h + 1) * dh);
           if (a.options.rope()) k = rope_naive(k, s);
+          k = unit_naive(a, k);
           logits.push_back(scale * q.dot(k).item<double>());
           values.push_back(qkv[s].slice(0, 2 * D + h * dh, 2 * D + (h + 1) * dh));
         }

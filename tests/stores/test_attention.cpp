@@ -70,6 +70,62 @@ TEST(ModelAttention, ConvolutionMatchesTheNaiveLoops) {
     }
 }
 
+// The essay's store: unit q and k per head with an explicit sharpness, fixed or learned per head,
+// under every rule, with memories and a convolution, fast path (float32) and float64 against the
+// naive loops.
+TEST(ModelAttention, UnitQueriesAndKeysMatchTheNaiveLoops) {
+  for (BetaRule rule : all_beta_rules())
+    for (bool learned : {false, true}) {
+      torch::manual_seed(4);
+      Attention a(AttentionOptions(8, 2, 4)
+                      .rule(rule)
+                      .rope(learned)
+                      .mem_kv(learned ? 2 : 0)
+                      .conv(2)
+                      .scale(6.0)
+                      .qk_norm(true)
+                      .learn_scale(learned));
+      a->to(torch::kFloat64);
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : a->parameters()) p.normal_(0.0, 0.5);
+        if (learned) a->beta.copy_(torch::tensor({3.0, 9.0}, torch::kFloat64));
+      }
+      const std::string what = to_string(rule) + (learned ? " learned" : " fixed");
+      EXPECT_LT(max_error(a, torch::kFloat64), 1e-12) << what;
+      EXPECT_LT(max_error(a, torch::kFloat32), 2e-5) << what;
+    }
+}
+
+TEST(ModelAttention, UnitQueriesAndKeysBoundTheLogits) {
+  // |beta cos| <= beta: the weights depend on the directions of q and k alone, so scaling the
+  // q, k projection changes nothing, and the sharpness is what the layer says.
+  torch::manual_seed(5);
+  Attention a(AttentionOptions(8, 2, 16).rope(false).scale(6.0).qk_norm(true));
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 16, 8});
+  auto w = a->recall_weights(x);  // (B, H, T, T)
+  a->qkv->weight.narrow(0, 0, 16).mul_(7.0);
+  EXPECT_TRUE(torch::allclose(a->recall_weights(x), w, 1e-5, 1e-6));
+  // the largest weight a query can give, e^beta / (e^beta + (M - 1) e^-beta), bounds every row
+  for (int64_t t = 1; t < 16; ++t) {
+    const double M = t + 1.0, bound = std::exp(6.0) / (std::exp(6.0) + (M - 1) * std::exp(-6.0));
+    EXPECT_LE(w.select(2, t).max().item<double>(), bound + 1e-6) << t;
+  }
+  EXPECT_THROW(Attention(AttentionOptions(8, 2, 4).scale(0.0).qk_norm(true)),
+               std::invalid_argument);
+}
+
+TEST(ModelAttention, LearnedScaleGetsAGradient) {
+  torch::manual_seed(6);
+  Attention a(AttentionOptions(8, 2, 4).rope(false).scale(6.0).qk_norm(true).learn_scale(true));
+  ASSERT_TRUE(a->beta.defined());
+  EXPECT_TRUE(torch::equal(a->beta, torch::full({2}, 6.0)));
+  a->forward(torch::randn({2, 7, 8})).square().sum().backward();
+  ASSERT_TRUE(a->beta.grad().defined());
+  EXPECT_GT(a->beta.grad().abs().min().item<double>(), 0.0);
+}
+
 TEST(ModelAttention, ConvolutionIsCausal) {
   // Changing the input at positions >= t leaves the outputs before t exactly as they were.
   auto a = make_conv_attention(3, false, 0);

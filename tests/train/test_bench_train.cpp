@@ -86,6 +86,19 @@ TEST(BenchTrain, UsefulFlopsLeaveOutLookupsAndTheMaskedHalfOfAttention) {
                    6.0 * nt + 6.0 * m.n_layers * m.d_model * (m.seq_len + 1));
 }
 
+TEST(BenchTrain, TheHeadCountsAtTheScoredPositionsOnly) {
+  // mqar-store: 8 of 32 positions scored, where alone the head (8,449 x 64) runs
+  TrainConfig cfg = train_config_from_file("mqar-store");
+  const int64_t n = Transformer(cfg.model)->num_parameters();
+  const auto& m = cfg.model;
+  const double head = static_cast<double>(m.vocab_size * m.d_model);
+  EXPECT_DOUBLE_EQ(flops_per_token(cfg, n),
+                   6.0 * (n - head * 24.0 / 32.0) + 12.0 * m.n_layers * m.d_model * m.seq_len);
+  EXPECT_DOUBLE_EQ(
+      useful_flops_per_token(cfg, n),
+      6.0 * (n - head - head * 24.0 / 32.0) + 6.0 * m.n_layers * m.d_model * (m.seq_len + 1));
+}
+
 TEST(BenchTrain, CliExitsWithTwoOnABadConfig) {
   test::TempDir dir;
   test::write_text(dir / "bad.toml", "n_heads = 3\n");

@@ -67,6 +67,22 @@ std::vector<Case> cases() {
     c.attn_conv = 3;
     c.attn_rule = BetaRule::kSu;
   });
+  // the essay's store: unit q and k, beta fixed or learned per head, under a rule
+  add("qk_norm_fixed", [](ModelConfig& c) {
+    c.pos = PosKind::kNone;
+    c.attn_conv = 2;
+    c.attn_qk_norm = true;
+    c.attn_scale = 6.0;
+    c.attn_rule = BetaRule::kQwen;
+    c.seq_len = 4;  // qwen differs from none past 4 of the 10 tokens
+  });
+  add("qk_norm_learned_rope_memkv_ssmax", [](ModelConfig& c) {
+    c.attn_qk_norm = true;
+    c.attn_scale_learned = true;
+    c.attn_scale = 4.0;
+    c.attn_mem_kv = 2;
+    c.attn_rule = BetaRule::kSsmax;
+  });
   add("layernorm_bias_tied_memkv", [](ModelConfig& c) {
     c.norm = NormKind::kLayerNorm;
     c.bias = true;

@@ -18,8 +18,8 @@ using test::TempDir;
 
 TEST(TrainRecipes, AllParseAndTheCompiledInCopiesMatchTheFiles) {
   const std::string src = RECALL_SOURCE_DIR;
-  for (const char* name :
-       {"mqar-tiny", "mqar-extrapolate", "facts-tiny", "text-tiny", "text-small", "bench-gpt"}) {
+  for (const char* name : {"mqar-tiny", "mqar-extrapolate", "mqar-store", "facts-tiny", "text-tiny",
+                           "text-small", "bench-gpt"}) {
     const std::string file = src + "/train/" + name + ".toml";
     const auto c = train_config_from_file(file);
     EXPECT_GE(c.trainer.steps, 1) << name;

@@ -50,6 +50,43 @@ TEST(MqarTask, KeysDistinctValuesDisjointAndOnlyQueriesScored) {
   }
 }
 
+TEST(MqarTask, ManyKeysFewValues) {
+  // 50 keys [1, 51), 4 values [51, 55): values repeat once the pairs outnumber them, keys never
+  const int64_t vocab = 55, values = 4;
+  for (int64_t pairs : {3, 12}) {
+    MqarTask task(vocab, pairs, values);
+    EXPECT_EQ(task.value_begin(), 51);
+    EXPECT_EQ(task.keys(), 50);
+    Rng rng(5);
+    const Batch b = task.sample(16, 4 * pairs, rng);
+    auto x = b.x.accessor<int64_t, 2>(), y = b.y.accessor<int64_t, 2>();
+    auto m = b.mask.accessor<bool, 2>();
+    std::set<int64_t> seen_values;
+    for (int64_t r = 0; r < 16; ++r) {
+      std::map<int64_t, int64_t> kv;
+      std::set<int64_t> row_values;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const int64_t k = x[r][2 * i], v = x[r][2 * i + 1];
+        EXPECT_TRUE(k >= 1 && k < 51) << k;
+        EXPECT_TRUE(v >= 51 && v < vocab) << v;
+        EXPECT_TRUE(kv.emplace(k, v).second) << "repeated key " << k;
+        row_values.insert(v);
+        seen_values.insert(v);
+      }
+      if (pairs <= values) EXPECT_EQ(row_values.size(), static_cast<size_t>(pairs));
+      for (int64_t t = 2 * pairs; t < 4 * pairs; ++t)
+        if (m[r][t]) EXPECT_EQ(y[r][t], kv.at(x[r][t]));
+    }
+    EXPECT_EQ(seen_values.size(), static_cast<size_t>(values));
+  }
+  EXPECT_THROW(MqarTask(55, 51, 4), std::invalid_argument);  // 51 keys needed, 50 there
+  EXPECT_THROW(MqarTask(55, 3, -1), std::invalid_argument);
+  // the default split is unchanged: the same prompts as before the key existed
+  MqarTask halves(33, 4), zero(33, 4, 0);
+  Rng a(9), b(9);
+  EXPECT_TRUE(halves.sample(4, 32, a).x.equal(zero.sample(4, 32, b).x));
+}
+
 TEST(MqarTask, SeededAndLengthFree) {
   MqarTask task(33, 4);
   Rng a(11), b(11), c(12);

@@ -30,9 +30,12 @@ struct ExtrapolateConfig {
   // (empty: all five).
   std::vector<BetaRule> rules;
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
-  int64_t batches = 2;  // evaluation batches of the checkpoint's batch size, as recall eval's
+  // Evaluation batches of the checkpoint's batch size, as recall eval's. With the pairs grown g
+  // times, 1/g of those prompts (4 at least): as many scored queries at every length.
+  int64_t batches = 2;
   PairsAtLength pairs = PairsAtLength::kFixed;  // the mqar pairs of the longer prompts
   torch::Device device = torch::kCPU;           // where runs train and checkpoints are evaluated
+  int64_t max_memory = 0;  // bytes the lengths may need (check_length_memory); 0: what is free
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };

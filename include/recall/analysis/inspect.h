@@ -85,6 +85,15 @@ inline constexpr int64_t kEvalTokens = 16384;
 std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, int64_t seq_len,
                                   int64_t batches, int64_t pairs = 0, int64_t max_sequences = 0);
 
+// The widest multiple of the training length that --lengths accepts before its memory estimate
+// is asked (it keeps the token count of a typo from overflowing).
+inline constexpr int64_t kMaxLengthMultiple = int64_t{1} << 16;
+// Refuses, before any work, the first multiple whose evaluation in length_prompts' batches would
+// not fit (estimate_eval_memory; all_weights when every head's weights are read): UsageError
+// naming --lengths, the estimate and the limit (max_memory when > 0, else what is available).
+void check_length_memory(const TrainConfig& config, const std::vector<int64_t>& multiples,
+                         const torch::Device& device, int64_t max_memory, bool all_weights);
+
 // Per head statistics of `model` on mqar batches with `pairs` key/value pairs.
 std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
                                       int64_t pairs);
@@ -103,6 +112,7 @@ struct InspectConfig {
   int64_t batches = 2;  // evaluation batches of the checkpoint's batch size
   bool ablate = true;   // score the model once more per head with that head zeroed
   PairsAtLength pairs = PairsAtLength::kFixed;  // the mqar pairs of the longer prompts
+  int64_t max_memory = 0;  // bytes the lengths may need (check_length_memory); 0: what is free
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };

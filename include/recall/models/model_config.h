@@ -46,11 +46,16 @@ struct ModelConfig {
   int64_t ffn_slots = 0;    // learned_kv: number of learned key/value slots per head
   int64_t attn_mem_kv = 0;  // learned key/values concatenated to the context keys
   // The attention logit multiplier relative to the standard 1 / sqrt(d_head) (the sharpness beta in
-  // units of the standard one); the beta rules multiply it.
+  // units of the standard one); the beta rules multiply it. With attn_qk_norm, beta itself.
   double attn_scale = 1.0;
   // Width of the causal depthwise convolution of q, k, v (attention.h); 0: none. With pos = none it
   // lets recall depend on content alone, so that only the number of memories changes with length.
   int64_t attn_conv = 0;
+  // Unit queries and keys per head (attention.h): the logit is beta cos(q, k) with beta =
+  // attn_scale times the rule's factor, the essay's softmax store with its sharpness stated.
+  bool attn_qk_norm = false;
+  // attn_scale learned per head from its value (`attn.beta`), rather than fixed.
+  bool attn_scale_learned = false;
   // Every key's bounds, then the checks across keys.
   void validate() const;
   int64_t head_dim() const { return d_model / n_heads; }

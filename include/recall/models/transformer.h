@@ -41,6 +41,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // With a cache, also records every block's activations (activation_cache.h); without one, the
   // fast path.
   torch::Tensor forward(const torch::Tensor& idx, ActivationCache* cache = nullptr);
+  // The logits at the positions where mask (B, T, bool) holds, (n, vocab): forward(idx)
+  // .index({mask}) without the head's work at the other positions. Training and evaluation score
+  // a few positions of each mqar prompt, and there the head over a large vocabulary is most of
+  // the model's FLOPs.
+  torch::Tensor forward_at(const torch::Tensor& idx, const torch::Tensor& mask);
   // Module::load, which also reads files written before the blocks were the list "blocks" (their
   // tensors under block0., block1., ... instead of blocks.0., blocks.1., ...).
   void load(torch::serialize::InputArchive& archive) override;
@@ -52,6 +57,10 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // Change the beta rule of every attention layer (evaluation at other lengths).
   void set_attn_rule(BetaRule rule);
   int64_t num_parameters() const;
+  // norm_f of the last block's output: (B, T, D) -> (B, T, D); the head's input.
+  torch::Tensor hidden(const torch::Tensor& idx, ActivationCache* cache = nullptr);
+  // The head: (..., D) -> (..., vocab).
+  torch::Tensor logits(const torch::Tensor& h);
   ModelConfig config;
   torch::nn::Embedding tok_emb{nullptr};
   torch::nn::Embedding pos_emb{nullptr};  // pos = learned only

@@ -2,11 +2,19 @@
 // For query position t the logits are
 //   scale q_t . k_s / sqrt(d_head) * beta(M) / beta_0,   M = t + 1, L = seq_len,
 // with beta(M) / beta_0 from the layer's rule (rule none with scale 1 is standard attention). ssmax
-// learns the scale per head (initialised so that it equals su). With mem_kv = N, N learned
-// key/value vectors per head are concatenated in front of the context keys and are visible to every
-// query. As a store: the memories of query t are the N learned key/values and the t + 1 context
-// ones; keys()/values() are the N learned ones (H, N, d_head), recall_weights the attention
-// weights.
+// learns the scale per head (initialised so that it equals su).
+//
+// With qk_norm (the essay's store, as in QKNorm), each head's query and key are scaled to unit
+// length and the logits are
+//   beta_h(M) cos(q_t, k_s),   beta_h(M) = scale_h * beta(M) / beta_0,
+// so the sharpness is bounded by what the layer says, not by what training makes of |q| |k|: the
+// interference of M memories, and the log-M rules that answer it, then act as on a random store.
+// With learn_scale, scale_h is a parameter per head (`beta`, initialised to `scale`).
+//
+// With mem_kv = N, N learned key/value vectors per head are concatenated in front of the context
+// keys and are visible to every query. As a store: the memories of query t are the N learned
+// key/values and the t + 1 context ones; keys()/values() are the N learned ones (H, N, d_head),
+// recall_weights the attention weights.
 //
 // With conv = W >= 2 (Primer's multi-dconv-head attention), each channel of the q, k and v
 // projections is a causal depthwise convolution of width W over positions before the heads split:
@@ -35,6 +43,9 @@ struct AttentionOptions {
   TORCH_ARG(int64_t, mem_kv) = 0;
   TORCH_ARG(double, scale) = 1.0;  // logit multiplier on top of 1 / sqrt(d_head) and the rule
   TORCH_ARG(int64_t, conv) = 0;    // width of the causal convolution of q, k, v; 0: none
+  // unit q and k per head: the logit is beta cos(q, k), beta = scale (no 1 / sqrt(d_head))
+  TORCH_ARG(bool, qk_norm) = false;
+  TORCH_ARG(bool, learn_scale) = false;  // scale learned per head, from `scale`
 };
 
 // The keys and values of the positions decoded so far, for incremental decoding: k, v (B, n, H,
@@ -55,7 +66,8 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // x: (B, T, d_model) -> (B, H, T, N + T) attention weights (attend_reference); each row sums to
   // 1, and the weight of context key s > t is 0.
   torch::Tensor recall_weights(const torch::Tensor& x) override;
-  torch::Tensor keys() const override;    // mem_k: (H, N, d_head), N = 0 gives an empty tensor
+  // mem_k (unit rows with qk_norm): (H, N, d_head), N = 0 gives an empty tensor
+  torch::Tensor keys() const override;
   torch::Tensor values() const override;  // mem_v: (H, N, d_head)
   int64_t size() const override { return options.mem_kv(); }
 
@@ -86,7 +98,8 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // per head outputs y (B, T, H, dh) -> head_mask (when some head is masked), then the output
   // projection: (B, T, d_model). Both paths of forward end here.
   torch::Tensor output(const torch::Tensor& y);
-  // q, k, v of x after the convolution and RoPE, each (B, T, H, d_head); x holds positions
+  // q, k, v of x after the convolution, RoPE and (qk_norm) the unit scaling of q and k, each
+  // (B, T, H, d_head); x holds positions
   // offset .. offset + T - 1. With a convolution, `tail` (when given) holds the projections of the
   // conv - 1 positions before x (undefined at the start of a sequence) and is advanced past x.
   std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0,
@@ -96,9 +109,14 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   torch::Tensor convolve(const torch::Tensor& z, const torch::Tensor& before) const;
   // The N learned memories in front of context keys or values k (B, S, H, dh): (B, N + S, H, dh).
   torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
-  // The logit multiplier beta(t + 1) / beta_0 / sqrt(d_head) per query position: (H, T) for
-  // ssmax, (1, T) otherwise.
+  // The logit multiplier per query position, scale beta(t + 1) / beta_0 times 1 / sqrt(d_head)
+  // (without qk_norm): (H, T) for ssmax or a learned scale, (1, T) otherwise.
   torch::Tensor logit_scale(int64_t T, const torch::TensorOptions& like);
+  // The part of the logit multiplier that no rule or parameter changes: scale / sqrt(d_head), or
+  // scale alone with qk_norm; without scale when it is learned (`beta`).
+  double fixed_scale() const;
+  // x (..., d_head) scaled to unit rows with qk_norm; x itself otherwise.
+  torch::Tensor unit(const torch::Tensor& x) const;
   // Changes the rule; switching to ssmax without a learned scale adds one at its initial value.
   void set_rule(BetaRule rule);
   int64_t d_head() const { return options.d_model() / options.n_heads(); }
@@ -109,6 +127,7 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   torch::Tensor mem_k, mem_v;      // (H, mem_kv, d_head), mem_kv > 0 only
   torch::Tensor conv;              // (3 d_model, conv): c_j of each q, k, v channel; conv > 0 only
   SsmaxScale ssmax{nullptr};       // rule ssmax only
+  torch::Tensor beta;              // (H,) the learned scale_h; learn_scale only
   // (H,) multipliers of each head's output before the output projection, a buffer of ones; zero
   // ablates a head (recall inspect). Written through set_head_mask, so that forward skips the
   // multiply while every entry is 1.

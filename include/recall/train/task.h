@@ -46,21 +46,29 @@ class Task {
 };
 
 // Multi-query associative recall (Zoology): a context k1 v1 ... kN vN of distinct keys from
-// [1, 1 + K) and values from the disjoint range [1 + K, vocab), K = (vocab - 1) / 2, followed by a
-// query region of filler token 0 in which every key appears once at a random even offset; only the
-// position of a query key is scored, its target being that key's value.
+// [1, 1 + K) and values from the disjoint range [1 + K, vocab), followed by a query region of
+// filler token 0 in which every key appears once at a random even offset; only the position of a
+// query key is scored, its target being that key's value. By default keys and values split the
+// vocabulary in halves, K = (vocab - 1) / 2; with `values` > 0 the last `values` tokens are the
+// values and all the others keys, so that many keys (memories) need few output classes. Values are
+// distinct within a sequence while there are enough of them, drawn with repetition beyond.
 class MqarTask : public Task {
  public:
-  MqarTask(int64_t vocab_size, int64_t pairs);
+  MqarTask(int64_t vocab_size, int64_t pairs, int64_t values = 0);
   int64_t vocab_size() const override { return vocab_; }
   Batch sample(int64_t batch, int64_t seq_len, Rng& rng) const override;
   std::vector<Batch> eval_set(int64_t batches, int64_t batch, int64_t seq_len,
                               Rng& rng) const override;
   int64_t key_begin() const { return 1; }
-  int64_t value_begin() const { return 1 + (vocab_ - 1) / 2; }
+  int64_t value_begin() const { return value_begin(vocab_, values_); }
+  int64_t keys() const { return value_begin() - key_begin(); }
+  // The first value token of a vocabulary of `vocab` tokens with `values` values (0: half).
+  static int64_t value_begin(int64_t vocab, int64_t values) {
+    return values > 0 ? vocab - values : 1 + (vocab - 1) / 2;
+  }
 
  private:
-  int64_t vocab_, pairs_;
+  int64_t vocab_, pairs_, values_;
 };
 
 // N random facts (subject, relation) -> object over distinct (subject, relation) pairs; sequences

@@ -18,8 +18,9 @@ enum class TextUnits { kByte, kCodepoint };
 
 struct TaskConfig {
   TaskKind kind = TaskKind::kMqar;
-  int64_t mqar_pairs = 8;  // key/value pairs per sequence; vocab_size and seq_len are model keys
-  int64_t facts_n = 1000;  // number of (subject, relation) -> object facts
+  int64_t mqar_pairs = 8;   // key/value pairs per sequence; vocab_size and seq_len are model keys
+  int64_t mqar_values = 0;  // value tokens, the last of the vocabulary; 0: half of it (MqarTask)
+  int64_t facts_n = 1000;   // number of (subject, relation) -> object facts
   int64_t facts_subjects = 200;
   int64_t facts_relations = 10;
   int64_t facts_objects = 64;
