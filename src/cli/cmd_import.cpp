@@ -21,8 +21,8 @@ void add_import(CLI::App& root, Action& action) {
   auto* cmd = root.add_subcommand(
       "import", "a nanoGPT checkpoint or a GPT-2-format folder as a recall checkpoint");
   cmd->add_option("--from", args->from,
-                  "nanoGPT ckpt.pt, or a folder with config.json and model.safetensors or "
-                  "pytorch_model.bin")
+                  "nanoGPT ckpt.pt, or a folder with config.json and model.safetensors (or "
+                  "model.safetensors.index.json and its shards) or pytorch_model.bin")
       ->required();
   cmd->add_option("--out", args->out, "run folder for checkpoint.bin and config.toml")->required();
   cmd->add_option("--config", args->config,

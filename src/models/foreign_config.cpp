@@ -40,7 +40,8 @@ void validate(const ModelConfig& c, const std::string& source) {
 
 // Keys that do not change the forward pass of the language model: dropouts (evaluation applies
 // none), token ids, generation defaults, the sequence-classification head (summary_*) and
-// bookkeeping.
+// bookkeeping. The dtype transformers loads the weights in (torch_dtype up to 4.x, dtype from 5)
+// is one: each tensor of the file has its own, widened to float32 on import.
 const std::set<std::string>& gpt2_ignored_keys() {
   static const std::set<std::string> keys = {"architectures",
                                              "attn_pdrop",
@@ -60,6 +61,7 @@ const std::set<std::string>& gpt2_ignored_keys() {
                                              "task_specific_params",
                                              "transformers_version",
                                              "torch_dtype",
+                                             "dtype",
                                              "use_cache",
                                              "_name_or_path",
                                              "id2label",

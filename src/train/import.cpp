@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -40,9 +42,22 @@ std::string plain_name(std::string name) {
   return name;
 }
 
+// Buffers of the file that recall computes instead: the causal masks of nanoGPT and GPT-2.
+bool is_mask(const std::string& name) {
+  auto ends = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".attn.bias") || ends(".attn.masked_bias");
+}
+
 void add_tensor(std::map<std::string, torch::Tensor>& out, const std::string& name,
                 const torch::Tensor& t, const std::string& source) {
-  if (!out.emplace(plain_name(name), as_float32(name, t, source)).second)
+  torch::Tensor f = as_float32(name, t, source);
+  // A weight that is not finite (a diverged run, a float16 overflow) makes every logit NaN; it is
+  // refused here, before anything is written. A mask is not a weight: recall computes its own.
+  if (!is_mask(name) && !torch::isfinite(f).all().item<bool>())
+    throw UsageError(fmt::format("{}: tensor {} holds NaN or Inf; it is refused", source, name));
+  if (!out.emplace(plain_name(name), std::move(f)).second)
     throw UsageError(fmt::format("{}: holds tensor {} twice (with and without a prefix)", source,
                                  plain_name(name)));
 }
@@ -91,6 +106,61 @@ ForeignModel read_nanogpt(const std::string& path) {
   return m;
 }
 
+SafetensorsFile read_safetensors_file(const fs::path& path) {
+  return read_safetensors(read_file("--from", path.string()), path.string());
+}
+
+// The shards that model.safetensors.index.json names ({"metadata": ..., "weight_map": {tensor:
+// shard file}}), read as one state dict. Each shard is a file of the folder itself (a name that
+// leads elsewhere is not followed), and each tensor lies in the one shard the index names for it.
+std::map<std::string, torch::Tensor> read_shards(const fs::path& root, const fs::path& index) {
+  auto refuse = [&](const std::string& why) {
+    return UsageError(fmt::format("{}: {}; it is refused", index.string(), why));
+  };
+  const auto j = nlohmann::json::parse(read_file("--from", index.string()), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+      !j["weight_map"].is_object())
+    throw refuse("is not a JSON object with a weight_map of tensor names to shard files");
+  std::map<std::string, std::string> mapped;  // tensor -> shard, as the index says
+  for (const auto& item : j["weight_map"].items()) {
+    const auto& v = item.value();
+    const std::string shard = v.is_string() ? v.get<std::string>() : "";
+    if (shard.empty() || shard == "." || shard == ".." ||
+        shard.find_first_of("/\\") != std::string::npos)
+      throw refuse(
+          fmt::format("weight_map gives tensor {} the shard {}, not a file name in the "
+                      "folder (no path separator, not ..)",
+                      item.key(), v.dump()));
+    mapped[item.key()] = shard;
+  }
+  std::set<std::string> shards;
+  for (const auto& [name, shard] : mapped) shards.insert(shard);
+  std::map<std::string, torch::Tensor> out;
+  std::map<std::string, std::string> found;  // tensor -> the shard that holds it
+  for (const auto& shard : shards) {
+    const fs::path path = root / shard;
+    if (std::error_code ec; !fs::is_regular_file(path, ec))
+      throw refuse(fmt::format(
+          "names shard {}, which the folder does not hold (copy every shard beside the index)",
+          shard));
+    const auto file = read_safetensors_file(path);
+    for (const auto& [name, t] : file.tensors) {
+      if (const auto [it, fresh] = found.emplace(name, shard); !fresh)
+        throw refuse(fmt::format("tensor {} is in two shards, {} and {}", name, it->second, shard));
+      add_tensor(out, name, t, path.string());
+    }
+  }
+  for (const auto& [name, shard] : mapped)
+    if (const auto it = found.find(name); it == found.end() || it->second != shard)
+      throw refuse(
+          fmt::format("weight_map puts tensor {} in {}, which does not hold it", name, shard));
+  for (const auto& [name, shard] : found)
+    if (!mapped.count(name))
+      throw refuse(
+          fmt::format("shard {} holds tensor {}, which weight_map does not name", shard, name));
+  return out;
+}
+
 ForeignModel read_gpt2_folder(const std::string& dir) {
   const fs::path root(dir);
   const std::string config_file = (root / "config.json").string();
@@ -101,18 +171,23 @@ ForeignModel read_gpt2_folder(const std::string& dir) {
                     dir));
   ForeignModel m;
   m.config = model_config_from_gpt2_json(read_file("--from", config_file), config_file);
-  const fs::path st = root / "model.safetensors", bin = root / "pytorch_model.bin";
+  // transformers' own order: the single file before the sharded one, safetensors before pickles.
+  const fs::path st = root / "model.safetensors", index = root / "model.safetensors.index.json",
+                 bin = root / "pytorch_model.bin";
   if (fs::exists(st)) {
     m.format = "GPT-2-format folder (model.safetensors)";
-    const auto file = read_safetensors(read_file("--from", st.string()), st.string());
+    const auto file = read_safetensors_file(st);
     for (const auto& [name, t] : file.tensors) add_tensor(m.tensors, name, t, st.string());
+  } else if (fs::exists(index)) {
+    m.format = "GPT-2-format folder (sharded model.safetensors)";
+    m.tensors = read_shards(root, index);
   } else if (fs::exists(bin)) {
     m.format = "GPT-2-format folder (pytorch_model.bin)";
     m.tensors = state_of_pickle(*read_torch_file(bin.string()), bin.string());
   } else {
     throw UsageError(fmt::format(
-        "{}: holds neither model.safetensors nor pytorch_model.bin (sharded weights are not "
-        "read: merge them into one file)",
+        "{}: holds neither model.safetensors, model.safetensors.index.json nor "
+        "pytorch_model.bin (a sharded pytorch_model.bin is not read: save it as safetensors)",
         dir));
   }
   const auto head = m.tensors.find("lm_head.weight");
@@ -159,14 +234,6 @@ std::vector<Place> places(const ModelConfig& c, bool conv1d) {
   norm("ln_f", "norm_f");
   if (!c.tied_head) out.push_back({"lm_head.weight", "head.weight", false});
   return out;
-}
-
-// Buffers of the file that recall computes instead: the causal masks of nanoGPT and GPT-2.
-bool is_mask(const std::string& name) {
-  auto ends = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  return ends(".attn.bias") || ends(".attn.masked_bias");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 """Models in other programs' formats, and their logits by a forward pass written here from GPT-2's
 definition (independent of recall), for the golden tests of `recall import`.
 
-    foreign_models.py gpt2 DIR [--activation gelu_new] [--untied] [--weights safetensors|bin] ...
+    foreign_models.py gpt2 DIR [--activation gelu_new] [--untied] [--weights safetensors|bin]
+                               [--dtype float32|float16|bfloat16] [--transformers 4|5] ...
         a GPT-2-format folder of random weights under GPT-2's names and layouts (Conv1D weights
-        (in, out), fused c_attn, the attn.bias mask buffer): config.json and model.safetensors
-        (written here by the format's rules) or pytorch_model.bin (torch.save); with tokens.pt and
-        logits.pt.
+        (in, out), fused c_attn, the attn.bias mask buffer): config.json (the keys transformers
+        4.x or 5.x writes: torch_dtype or dtype) and model.safetensors (written here by the
+        format's rules) or pytorch_model.bin (torch.save), its tensors in --dtype; with tokens.pt
+        and logits.pt (of the weights as stored, widened to float32).
     foreign_models.py nanogpt CKPT DIR [--compiled OUT]
         tokens.pt and logits.pt in DIR for the nanoGPT checkpoint CKPT (scripts/peer_gpt.py --save);
         with --compiled, also writes CKPT to OUT as nanoGPT saves a torch.compile'd model with its
@@ -132,6 +134,7 @@ def gpt2(a):
     sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"] = 1 + r(D), r(D)
     if a.untied:
         sd["lm_head.weight"] = r(V, D)
+    sd = {k: v.to(getattr(torch, a.dtype)) for k, v in sd.items()}
     config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V,
               "n_positions": P, "n_ctx": P, "n_embd": D, "n_layer": L, "n_head": H, "n_inner": None,
               "activation_function": a.activation, "layer_norm_epsilon": 1e-05,
@@ -139,8 +142,11 @@ def gpt2(a):
               "summary_type": "cls_index", "summary_use_proj": True, "summary_activation": None,
               "summary_proj_to_labels": True, "summary_first_dropout": 0.1,
               "scale_attn_weights": True, "use_cache": True, "bos_token_id": V - 1,
-              "eos_token_id": V - 1, "tie_word_embeddings": not a.untied,
-              "transformers_version": "4.40.0"}
+              "eos_token_id": V - 1, "tie_word_embeddings": not a.untied}
+    if a.transformers == 4:
+        config.update({"torch_dtype": a.dtype, "transformers_version": "4.40.0"})
+    else:  # 5.x renamed torch_dtype to dtype
+        config.update({"dtype": a.dtype, "transformers_version": "5.0.0", "pad_token_id": None})
     os.makedirs(a.dir, exist_ok=True)
     with open(os.path.join(a.dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
@@ -150,7 +156,8 @@ def gpt2(a):
         torch.save(sd, os.path.join(a.dir, "pytorch_model.bin"))
     tokens = torch.randint(V, (2, P))
     with torch.no_grad():
-        logits = forward(plain(sd), H, a.activation, True, not a.untied, tokens)
+        wide = {k: v.float() for k, v in plain(sd).items()}  # as recall holds them
+        logits = forward(wide, H, a.activation, True, not a.untied, tokens)
     save_golden(a.dir, tokens, logits)
 
 
@@ -237,6 +244,8 @@ g.add_argument("--activation", default="gelu_new")
 g.add_argument("--untied", action="store_true")
 g.add_argument("--weights", default="safetensors", choices=["safetensors", "bin"])
 g.add_argument("--seed", type=int, default=0)
+g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+g.add_argument("--transformers", type=int, default=4, choices=[4, 5])
 n = sub.add_parser("nanogpt")
 n.add_argument("ckpt")
 n.add_argument("dir")

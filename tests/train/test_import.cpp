@@ -6,7 +6,9 @@
 // file's tensors bit for bit. Bad files must be refused with exit code 2 and one line.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "python_test_util.h"
@@ -65,7 +67,12 @@ TEST(ImportGolden, Gpt2FolderGivesPyTorchsLogits) {
       {"--activation gelu --untied", Activation::kGelu, false},
       {"--weights bin --seed 3", Activation::kGeluTanh, true},
       {"--weights bin --untied --activation gelu_pytorch_tanh --seed 4", Activation::kGeluTanh,
-       false}};
+       false},
+      // half-precision weights as transformers saves them, under 4.x's and 5.x's config keys
+      {"--dtype float16 --seed 5", Activation::kGeluTanh, true},
+      {"--dtype float16 --weights bin --transformers 5 --seed 6", Activation::kGeluTanh, true},
+      {"--dtype bfloat16 --transformers 5 --untied --seed 7", Activation::kGeluTanh, false},
+      {"--dtype bfloat16 --weights bin --activation gelu --seed 8", Activation::kGelu, true}};
   int i = 0;
   for (const auto& [flags, activation, tied] : cases) {
     const std::string folder = dir / ("gpt2-" + std::to_string(i++));
@@ -151,22 +158,46 @@ void write_folder(const std::string& dir, const nlohmann::json& config, const st
   test::write_text(dir + "/" + file, weights);
 }
 
+// A state dict as torch.save holds it, under GPT-2's LM head model's names ("transformer.h.0...");
+// with `linear`, the Conv1D weights in torch.nn.Linear's (out, in) layout, as nanoGPT holds them.
+c10::impl::GenericDict state_dict(const NamedTensors& tensors, bool linear) {
+  c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : tensors) {
+    const bool conv = linear && name.find(".c_") != std::string::npos &&
+                      name.find(".weight") != std::string::npos;
+    model.insert("transformer." + name, conv ? t.t().contiguous() : t);
+  }
+  return model;
+}
+
 // nanoGPT's ckpt.pt: {"model_args": {...}, "model": {...}, "iter_num": 3}, in torch.save's format.
 std::string nanogpt_bytes(const std::map<std::string, c10::IValue>& args,
                           const NamedTensors& tensors) {
   c10::impl::GenericDict a(c10::StringType::get(), c10::AnyType::get());
   for (const auto& [k, v] : args) a.insert(k, v);
-  c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : tensors) {
-    const bool conv =
-        name.find(".c_") != std::string::npos && name.find(".weight") != std::string::npos;
-    model.insert("transformer." + name, conv ? t.t().contiguous() : t);
-  }
   c10::impl::GenericDict ckpt(c10::StringType::get(), c10::AnyType::get());
   ckpt.insert("model_args", a);
-  ckpt.insert("model", model);
+  ckpt.insert("model", state_dict(tensors, true));
   ckpt.insert("iter_num", int64_t{3});
   return torch_save_bytes(ckpt);
+}
+
+// recall import's command line for FROM into DIR/OUT (the models here are 8 positions long).
+std::vector<std::string> import_args(const TempDir& dir, const std::string& from,
+                                     const std::string& out) {
+  return {"import", "--from", from, "--out", dir / out, "--set", "mqar_pairs=2"};
+}
+
+// Each case must be refused on the command line (exit code 2, one line naming it) and leave no
+// run folder behind.
+void expect_refused_leaving_nothing(const TempDir& dir,
+                                    const std::vector<std::pair<std::string, std::string>>& cases) {
+  test::UsageCases usage;
+  for (const auto& [from, needle] : cases)
+    usage.push_back({import_args(dir, dir / from, from + "-run"), needle});
+  test::expect_usage_errors(usage, dir);
+  for (const auto& [from, needle] : cases)
+    EXPECT_FALSE(fs::exists(dir / (from + "-run"))) << from << ": an output folder was left";
 }
 
 TEST(Import, BadFilesAreRefusedWithOneLine) {
@@ -175,13 +206,7 @@ TEST(Import, BadFilesAreRefusedWithOneLine) {
   const auto tensors = gpt2_tensors(V, D, L, P);
   const std::string good = safetensors_bytes(tensors);
   write_folder(dir / "good", gpt2_config(V, D, L, P), good);
-  const std::vector<std::string> task = {"--set", "mqar_pairs=2"};
-  auto import_args = [&](const std::string& from, const std::string& out) {
-    std::vector<std::string> a = {"import", "--from", from, "--out", dir / out};
-    a.insert(a.end(), task.begin(), task.end());
-    return a;
-  };
-  ASSERT_EQ(test::run_cli(import_args(dir / "good", "good-run"), dir).code, 0);
+  ASSERT_EQ(test::run_cli(import_args(dir, dir / "good", "good-run"), dir).code, 0);
   const std::map<std::string, c10::IValue> args = {{"n_layer", int64_t{L}},
                                                    {"n_head", int64_t{2}},
                                                    {"n_embd", int64_t{D}},
@@ -190,7 +215,7 @@ TEST(Import, BadFilesAreRefusedWithOneLine) {
                                                    {"bias", true},
                                                    {"dropout", 0.0}};
   test::write_text(dir / "ckpt.pt", nanogpt_bytes(args, tensors));
-  ASSERT_EQ(test::run_cli(import_args(dir / "ckpt.pt", "ckpt-run"), dir).code, 0);
+  ASSERT_EQ(test::run_cli(import_args(dir, dir / "ckpt.pt", "ckpt-run"), dir).code, 0);
 
   // safetensors: cut short, a header length past the end, offsets that lie, a bad header
   write_folder(dir / "truncated", gpt2_config(V, D, L, P), good.substr(0, good.size() / 2));
@@ -248,35 +273,240 @@ TEST(Import, BadFilesAreRefusedWithOneLine) {
   flipped[pkl - 3] = '\xff';  // an opcode argument of the pickle
   test::write_text(dir / "flipped.pt", flipped);
 
-  test::UsageCases cases;
-  auto add = [&](const std::string& from, const std::string& needle) {
-    cases.push_back({import_args(dir / from, from + "-run"), needle});
-  };
-  add("truncated", "data section");
-  add("long-header", "runs past the end");
-  add("past-end", "outside the data section");
-  add("shape-lie", "shape and dtype need");
-  add("not-json", "not a JSON object");
-  add("wrong-shape", "h.0.mlp.c_fc.weight has shape [8, 24]");
-  add("unknown-key", "rotary_dim");
-  add("relu", "activation_function = relu");
-  add("extra", "h.0.attn.q_norm.weight has no place");
-  add("f64", "dtype Double");
-  add("short.pt", "not a readable torch.save archive");
-  add("legacy.pt", "not a torch.save file");
-  add("gqa.pt", "n_kv_head");
-  add("missing.pt", "lacks tensor ln_f.bias");
-  add("flipped.pt", "flipped.pt");
-  add("none", "no such file");
-  cases.push_back({{"import", "--from", dir / "good", "--out", dir / "x", "--set", "d_model=4"},
-                   "d_model is a model key"});
-  test::expect_usage_errors(cases, dir);
+  expect_refused_leaving_nothing(dir, {{"truncated", "data section"},
+                                       {"long-header", "runs past the end"},
+                                       {"past-end", "outside the data section"},
+                                       {"shape-lie", "shape and dtype need"},
+                                       {"not-json", "not a JSON object"},
+                                       {"wrong-shape", "h.0.mlp.c_fc.weight has shape [8, 24]"},
+                                       {"unknown-key", "rotary_dim"},
+                                       {"relu", "activation_function = relu"},
+                                       {"extra", "h.0.attn.q_norm.weight has no place"},
+                                       {"f64", "dtype Double"},
+                                       {"short.pt", "not a readable torch.save archive"},
+                                       {"legacy.pt", "not a torch.save file"},
+                                       {"gqa.pt", "n_kv_head"},
+                                       {"missing.pt", "lacks tensor ln_f.bias"},
+                                       {"flipped.pt", "flipped.pt"},
+                                       {"none", "no such file"}});
+  test::expect_usage_errors(
+      {{{"import", "--from", dir / "good", "--out", dir / "x", "--set", "d_model=4"},
+        "d_model is a model key"}},
+      dir);
   // an imported run has no optimizer state to resume
   const auto resume = test::run_cli(
       {"train", "--config", dir / "good-run/config.toml", "--out", dir / "good-run", "--resume"},
       dir);
   EXPECT_EQ(resume.code, 2);
   EXPECT_NE(resume.err.find("holds no optimizer state"), std::string::npos) << resume.err;
+}
+
+// The small model of the tests below, and the task it is imported for (its 8 positions hold 2
+// mqar pairs).
+constexpr int64_t kV = 19, kD = 8, kL = 2, kP = 8;
+
+TrainConfig small_task() {
+  TrainConfig c;
+  c.task.mqar_pairs = 2;
+  return c;
+}
+
+// The imported model's logits on a fixed batch.
+torch::Tensor logits_of(const std::string& run_dir) {
+  Restored r = restore(run_dir);
+  torch::manual_seed(1);
+  const auto tokens = torch::randint(r.config.model.vocab_size, {2, r.config.model.seq_len});
+  torch::NoGradGuard no_grad;
+  return r.model->forward(tokens);
+}
+
+TEST(Import, TransformersConfigKeysThatKeepTheArchitectureAreIgnored) {
+  TempDir dir;
+  const std::string weights = safetensors_bytes(gpt2_tensors(kV, kD, kL, kP));
+  write_folder(dir / "bare", gpt2_config(kV, kD, kL, kP), weights);
+  import_model(dir / "bare", small_task(), dir / "bare-run");
+  const auto want = logits_of(dir / "bare-run");
+  // What GPT2Config.save_pretrained writes besides the sizes: dropouts, token ids, the
+  // classification head's summary_* keys, generation defaults, the values of the fixed keys.
+  const nlohmann::json common = {
+      {"architectures", nlohmann::json::array({"GPT2LMHeadModel"})},
+      {"attn_pdrop", 0.1},
+      {"embd_pdrop", 0.1},
+      {"resid_pdrop", 0.1},
+      {"bos_token_id", kV - 1},
+      {"eos_token_id", kV - 1},
+      {"initializer_range", 0.02},
+      {"n_inner", nullptr},
+      {"reorder_and_upcast_attn", false},
+      {"scale_attn_by_inverse_layer_idx", false},
+      {"scale_attn_weights", true},
+      {"summary_activation", nullptr},
+      {"summary_first_dropout", 0.1},
+      {"summary_proj_to_labels", true},
+      {"summary_type", "cls_index"},
+      {"summary_use_proj", true},
+      {"task_specific_params", {{"text-generation", {{"do_sample", true}, {"max_length", 50}}}}},
+      {"tie_word_embeddings", true},
+      {"use_cache", true}};
+  const std::pair<std::string, nlohmann::json> versions[] = {
+      {"v4", {{"torch_dtype", "float32"}, {"transformers_version", "4.40.0"}, {"n_ctx", kP}}},
+      {"v5",
+       {{"dtype", "bfloat16"}, {"transformers_version", "5.0.0"}, {"pad_token_id", nullptr}}}};
+  for (const auto& [name, keys] : versions) {
+    auto config = gpt2_config(kV, kD, kL, kP);
+    config.update(common);
+    config.update(keys);
+    write_folder(dir / name, config, weights);
+    import_model(dir / name, small_task(), dir / (name + "-run"));
+    EXPECT_TRUE(torch::equal(logits_of(dir / (name + "-run")), want)) << name;
+  }
+  // keys that change the architecture stay refused, each named
+  const std::pair<std::string, nlohmann::json> changes[] = {
+      {"n_kv_head", 1},
+      {"rotary_dim", 4},
+      {"scale_attn_by_inverse_layer_idx", true},
+      {"add_cross_attention", true}};
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const auto& [key, value] : changes) {
+    auto config = gpt2_config(kV, kD, kL, kP);
+    config.update(common);
+    config.update(versions[1].second);
+    config[key] = value;
+    write_folder(dir / key, config, weights);
+    cases.emplace_back(key, key);
+  }
+  expect_refused_leaving_nothing(dir, cases);
+}
+
+TEST(Import, HalfPrecisionWeightsAreWidenedToFloat32) {
+  TempDir dir;
+  const auto tensors = gpt2_tensors(kV, kD, kL, kP);
+  for (const auto type : {torch::kFloat16, torch::kBFloat16}) {
+    const std::string name = c10::toString(type);
+    NamedTensors half, wide;  // the file's weights, and the same rounded values in float32
+    for (const auto& [n, t] : tensors) {
+      half.emplace_back(n, t.to(type));
+      wide.emplace_back(n, half.back().second.to(torch::kFloat32));
+    }
+    auto config = gpt2_config(kV, kD, kL, kP);
+    config["torch_dtype"] = type == torch::kFloat16 ? "float16" : "bfloat16";
+    write_folder(dir / (name + "-wide"), config, safetensors_bytes(wide));
+    write_folder(dir / (name + "-safetensors"), config, safetensors_bytes(half));
+    write_folder(dir / (name + "-bin"), config, torch_save_bytes(state_dict(half, false)),
+                 "pytorch_model.bin");
+    for (const std::string kind : {"-wide", "-safetensors", "-bin"})
+      import_model(dir / (name + kind), small_task(), dir / (name + kind + "-run"));
+    const auto want = logits_of(dir / (name + "-wide-run"));
+    for (const std::string kind : {"-safetensors", "-bin"})
+      EXPECT_LT((logits_of(dir / (name + kind + "-run")) - want).abs().max().item<double>(), 1e-6)
+          << name << kind;
+  }
+}
+
+// A model.safetensors.index.json for `shards` (file -> its tensors), as transformers writes it.
+nlohmann::json index_of(const std::map<std::string, NamedTensors>& shards) {
+  nlohmann::json map = nlohmann::json::object();
+  for (const auto& [file, tensors] : shards)
+    for (const auto& [name, t] : tensors) map[name] = file;
+  return {{"metadata", {{"total_size", 0}}}, {"weight_map", map}};
+}
+
+void write_sharded(const std::string& dir, const std::map<std::string, NamedTensors>& shards,
+                   const nlohmann::json& index) {
+  write_folder(dir, gpt2_config(kV, kD, kL, kP), index.dump(), "model.safetensors.index.json");
+  for (const auto& [file, tensors] : shards)
+    test::write_text(dir + "/" + file, safetensors_bytes(tensors));
+}
+
+TEST(Import, ShardedSafetensorsAreReadAsOneStateDict) {
+  TempDir dir;
+  const auto tensors = gpt2_tensors(kV, kD, kL, kP);
+  write_folder(dir / "one", gpt2_config(kV, kD, kL, kP), safetensors_bytes(tensors));
+  const std::string a = "model-00001-of-00002.safetensors", b = "model-00002-of-00002.safetensors";
+  const auto middle = tensors.begin() + static_cast<std::ptrdiff_t>(tensors.size() / 2);
+  const std::map<std::string, NamedTensors> shards = {{a, {tensors.begin(), middle}},
+                                                      {b, {middle, tensors.end()}}};
+  write_sharded(dir / "sharded", shards, index_of(shards));
+  import_model(dir / "one", small_task(), dir / "one-run");
+  const ForeignModel m = import_model(dir / "sharded", small_task(), dir / "sharded-run");
+  EXPECT_NE(m.format.find("sharded"), std::string::npos) << m.format;
+  const auto one = restore(dir / "one-run").model->named_parameters();
+  const auto sharded = restore(dir / "sharded-run").model->named_parameters();
+  ASSERT_EQ(one.size(), sharded.size());
+  for (const auto& p : one) EXPECT_TRUE(torch::equal(p.value(), sharded[p.key()])) << p.key();
+
+  write_sharded(dir / "missing", shards, index_of(shards));
+  fs::remove(dir / ("missing/" + b));
+  auto twice = shards;
+  twice[b].push_back(tensors[0]);
+  write_sharded(dir / "twice", twice, index_of(shards));
+  auto unnamed = index_of(shards);
+  unnamed["weight_map"].erase("wte.weight");
+  write_sharded(dir / "unnamed", shards, unnamed);
+  auto elsewhere = index_of(shards);
+  elsewhere["weight_map"]["wte.weight"] = b;
+  write_sharded(dir / "elsewhere", shards, elsewhere);
+  write_sharded(dir / "not-index", shards, nlohmann::json::array({a, b}));
+  // a shard named by a path is not followed, even where that path holds a readable shard
+  test::write_text(dir / a, safetensors_bytes(shards.at(a)));
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"missing", "names shard " + b + ", which the folder does not hold"},
+      {"twice", "tensor wte.weight is in two shards, " + a + " and " + b},
+      {"unnamed", "holds tensor wte.weight, which weight_map does not name"},
+      {"elsewhere", "puts tensor wte.weight in " + b + ", which does not hold it"},
+      {"not-index", "not a JSON object with a weight_map"}};
+  const std::string escapes[] = {"../" + a, "sub/" + a, "..\\" + a, "..", ""};
+  for (size_t i = 0; i < std::size(escapes); ++i) {
+    auto index = index_of(shards);
+    for (auto& [name, file] : index["weight_map"].items())
+      if (file == a) file = escapes[i];
+    const std::string folder = "escape-" + std::to_string(i);
+    write_sharded(dir / folder, shards, index);
+    cases.emplace_back(folder, "not a file name in the folder");
+  }
+  expect_refused_leaving_nothing(dir, cases);
+}
+
+TEST(Import, WeightsHoldingNanOrInfAreRefusedLeavingNothing) {
+  TempDir dir;
+  const auto tensors = gpt2_tensors(kV, kD, kL, kP);
+  // the tensors with `value` at the second element of `name`, in `type`
+  auto with = [&](const std::string& name, double value, torch::ScalarType type) {
+    NamedTensors out;
+    for (const auto& [n, t] : tensors) {
+      auto c = t.clone();
+      if (n == name) c.view(-1)[1] = value;
+      out.emplace_back(n, c.to(type));
+    }
+    return out;
+  };
+  const auto config = gpt2_config(kV, kD, kL, kP);
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  write_folder(dir / "nan", config,
+               safetensors_bytes(with("h.0.attn.c_attn.weight", nan, torch::kFloat32)));
+  // float16's largest value is 65504: a larger weight saved in float16 is Inf
+  write_folder(dir / "overflow", config,
+               safetensors_bytes(with("h.1.mlp.c_fc.bias", 1e5, torch::kFloat16)));
+  write_folder(dir / "bin", config,
+               torch_save_bytes(state_dict(with("ln_f.weight", -inf, torch::kBFloat16), false)),
+               "pytorch_model.bin");
+  const auto bad = with("h.1.ln_2.bias", nan, torch::kFloat32);
+  const auto middle = bad.begin() + static_cast<std::ptrdiff_t>(bad.size() / 2);
+  const std::map<std::string, NamedTensors> shards = {{"a.safetensors", {bad.begin(), middle}},
+                                                      {"b.safetensors", {middle, bad.end()}}};
+  write_sharded(dir / "shard", shards, index_of(shards));
+  expect_refused_leaving_nothing(
+      dir, {{"nan",
+             "model.safetensors: tensor h.0.attn.c_attn.weight holds NaN or Inf; it is "
+             "refused"},
+            {"overflow", "tensor h.1.mlp.c_fc.bias holds NaN or Inf"},
+            {"bin", "pytorch_model.bin: tensor transformer.ln_f.weight holds NaN or Inf"},
+            {"shard", "b.safetensors: tensor h.1.ln_2.bias holds NaN or Inf"}});
+  // a causal mask buffer is not a weight (recall computes its own): its -Inf is no matter
+  auto masked = tensors;
+  masked.emplace_back("h.0.attn.masked_bias", torch::full({1}, -inf));
+  write_folder(dir / "mask", config, safetensors_bytes(masked));
+  EXPECT_EQ(test::run_cli(import_args(dir, dir / "mask", "mask-run"), dir).code, 0);
 }
 
 TEST(Import, SafetensorsReaderRefusesOverlapsAndHoles) {

@@ -19,7 +19,9 @@ ModelConfig model_config_from_nanogpt(const PickleValue& model_args, const std::
 // A GPT-2-format (Hugging Face GPT2Config) config.json: n_embd, n_layer, n_head, n_positions,
 // vocab_size, n_inner, activation_function (gelu, gelu_new / gelu_pytorch_tanh -> gelu_tanh),
 // layer_norm_epsilon (1e-5), tie_word_embeddings; the keys that do not change the forward pass
-// (dropouts, token ids, the classification-head summary_* keys, bookkeeping) are accepted.
+// (dropouts, token ids, the classification-head summary_* keys, generation defaults, dtype or
+// torch_dtype, bookkeeping such as transformers_version: what transformers 4.x and 5.x write) are
+// accepted.
 ModelConfig model_config_from_gpt2_json(const std::string& json_text, const std::string& source);
 
 }  // namespace recall
