@@ -109,6 +109,25 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
   return out;
 }
 
+std::vector<std::string> unlearned_runs(const std::vector<ExtrapolatePoint>& points,
+                                        double learned) {
+  std::vector<std::string> out;
+  for (const auto& p : points)
+    if (p.multiple == 1 && p.rule == p.trained && p.accuracy < learned &&
+        std::find(out.begin(), out.end(), p.checkpoint) == out.end())
+      out.push_back(p.checkpoint);
+  return out;
+}
+
+std::vector<ExtrapolatePoint> learned_points(const std::vector<ExtrapolatePoint>& points,
+                                             const std::vector<std::string>& unlearned) {
+  std::vector<ExtrapolatePoint> out;
+  for (const auto& p : points)
+    if (std::find(unlearned.begin(), unlearned.end(), p.checkpoint) == unlearned.end())
+      out.push_back(p);
+  return out;
+}
+
 std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePoint>& points) {
   std::vector<ExtrapolateCurve> out;
   for (const auto& p : points) {
@@ -116,13 +135,14 @@ std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePo
       return c.trained == p.trained && c.rule == p.rule;
     });
     if (c == out.end()) {
-      out.push_back({p.trained, p.rule, 0, {}, {}, {}, {}});
+      out.push_back({p.trained, p.rule, 0, {}, {}, {}, {}, {}});
       c = out.end() - 1;
     }
     auto m = std::find(c->multiples.begin(), c->multiples.end(), p.multiple);
     const size_t i = static_cast<size_t>(m - c->multiples.begin());
     if (m == c->multiples.end()) {
       c->multiples.push_back(p.multiple);
+      c->pairs.push_back(p.pairs);
       c->accuracy.push_back(0);
       c->low.push_back(p.accuracy);
       c->high.push_back(p.accuracy);
@@ -168,12 +188,14 @@ std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points) {
   return nlohmann::json{{"points", out}}.dump(2) + "\n";
 }
 
-void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path) {
+void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path,
+                            bool memories) {
   const auto curves = extrapolate_curves(points);
-  std::ostringstream data;  // one block per curve: multiple  mean  low  high
+  std::ostringstream data;  // one block per curve: multiple (or pairs)  mean  low  high
   for (const auto& c : curves) {
     for (size_t i = 0; i < c.multiples.size(); ++i)
-      data << c.multiples[i] << ' ' << c.accuracy[i] << ' ' << c.low[i] << ' ' << c.high[i] << '\n';
+      data << (memories ? c.pairs[i] : c.multiples[i]) << ' ' << c.accuracy[i] << ' ' << c.low[i]
+           << ' ' << c.high[i] << '\n';
     data << "\n\n";
   }
   render_plot(
@@ -181,9 +203,10 @@ void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const s
       [&](const std::string& file) {
         std::string gp =
             "set logscale x 2\nset grid\nset key outside right\nset yrange [0:1.02]\n"
-            "set xlabel 'sequence length / training length'\nset ylabel 'mqar accuracy'\n"
-            "set title 'recall at longer contexts, per beta rule (mean over runs, range as "
-            "bars)'\nplot ";
+            "set ylabel 'mqar accuracy'\nset title 'recall at longer contexts, per beta rule (mean "
+            "over runs, range as bars)'\nplot ";
+        gp.insert(0, memories ? "set xlabel 'memories in context (key-value pairs)'\n"
+                              : "set xlabel 'sequence length / training length'\n");
         for (size_t i = 0; i < curves.size(); ++i) {
           const auto& c = curves[i];
           const std::string name = c.trained == c.rule

@@ -14,17 +14,10 @@
 
 namespace recall {
 
-namespace {
-
-// Scored positions t of one sequence and the context position 2i of the pair whose key x[t] is.
-struct Queries {
-  std::vector<int64_t> t, pair;
-};
-
-std::vector<Queries> find_queries(const Batch& b, int64_t pairs) {
+std::vector<MqarQueries> mqar_queries(const Batch& b, int64_t pairs) {
   auto x = b.x.accessor<int64_t, 2>();
   auto mask = b.mask.accessor<bool, 2>();
-  std::vector<Queries> out(static_cast<size_t>(b.x.size(0)));
+  std::vector<MqarQueries> out(static_cast<size_t>(b.x.size(0)));
   for (int64_t s = 0; s < b.x.size(0); ++s)
     for (int64_t t = 2 * pairs; t < b.x.size(1); ++t) {
       if (!mask[s][t]) continue;
@@ -38,6 +31,8 @@ std::vector<Queries> find_queries(const Batch& b, int64_t pairs) {
   return out;
 }
 
+namespace {
+
 // Per head and per read offset o (the head reads position 2i + o of the pair, o < kOffsets).
 constexpr int64_t kOffsets = 3;
 
@@ -49,7 +44,7 @@ struct HeadAccumulator {
 
 // Adds the statistics of one layer's heads at one sequence's queries, from the weights the model
 // itself computed (the activation cache): a (H, T, N + T), N learned memories first.
-void add_heads(const torch::Tensor& a_seq, int64_t N, const Queries& queries,
+void add_heads(const torch::Tensor& a_seq, int64_t N, const MqarQueries& queries,
                std::vector<HeadAccumulator>& acc) {
   const int64_t P = static_cast<int64_t>(queries.t.size()), H = a_seq.size(0);
   if (P == 0) return;
@@ -86,7 +81,7 @@ std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batc
   std::vector<std::vector<HeadAccumulator>> acc(L, std::vector<HeadAccumulator>(H));
   const auto device = model->parameters().front().device();
   for (const Batch& b : set) {
-    const auto queries = find_queries(b, pairs);
+    const auto queries = mqar_queries(b, pairs);
     ActivationCache cache;
     model->forward(b.x.to(device), &cache);
     for (int64_t l = 0; l < L; ++l) {

@@ -35,15 +35,15 @@ IsrSummary summarize(std::vector<double> isr) {
   return s;
 }
 
-std::optional<double> crossing(const std::vector<int64_t>& M,
-                               const std::vector<double>& median_isr) {
+std::optional<double> crossing(const std::vector<int64_t>& M, const std::vector<double>& y,
+                               double level, bool rising, bool log_y) {
+  const auto f = [&](double v) { return log_y ? std::log(std::max(v, 1e-300)) : v; };
   for (size_t g = 1; g < M.size(); ++g) {
-    const double a = median_isr[g - 1], b = median_isr[g];
-    if (!(a < 1.0 && b >= 1.0)) continue;
-    const double la = std::log(std::max(a, 1e-300)), lb = std::log(b);
+    const double a = y[g - 1], b = y[g];
+    if (rising ? !(a < level && b >= level) : !(a >= level && b < level)) continue;
     const double x0 = std::log(static_cast<double>(M[g - 1])),
                  x1 = std::log(static_cast<double>(M[g]));
-    return std::exp(x0 + (0.0 - la) * (x1 - x0) / (lb - la));
+    return std::exp(x0 + (f(level) - f(a)) * (x1 - x0) / (f(b) - f(a)));
   }
   return std::nullopt;
 }

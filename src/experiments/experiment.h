@@ -33,6 +33,13 @@ inline std::string mean_range(const std::vector<double>& v, const char* mean_f =
   return m + fmt::format(fmt::runtime(fmt::format(" [{0}, {0}]", range_f)), *lo, *hi);
 }
 
+// "none, su, ssmax"
+inline std::string rule_list(const std::vector<BetaRule>& rules) {
+  std::vector<std::string> names;
+  for (BetaRule r : rules) names.push_back(to_string(r));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 // A value in JSON, null where it is missing.
 template <class T>
 nlohmann::json json_or_null(const std::optional<T>& x) {
@@ -67,6 +74,9 @@ class Experiment {
   ExperimentResult facts();
   ExperimentResult lm();
   ExperimentResult extrapolation();
+  // extrapolation's second part, mqar-store: writes extrapolation_store.json and .png, returns
+  // its Markdown
+  std::string extrapolation_store(const ReportConfig& rc);
 
  private:
   const ExperimentConfig& c_;

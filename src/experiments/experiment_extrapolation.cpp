@@ -29,11 +29,6 @@ namespace recall::experiment_detail {
 using nlohmann::json;
 
 namespace {
-std::string rule_list(const std::vector<BetaRule>& rules) {
-  std::vector<std::string> names;
-  for (BetaRule r : rules) names.push_back(to_string(r));
-  return fmt::format("{}", fmt::join(names, ", "));
-}
 
 // A set of runs and how they are read: the recipe's sets, the pairs at longer lengths, the
 // seeds and the rules trained.
@@ -348,6 +343,8 @@ ExperimentResult Experiment::extrapolation() {
   const ProbeReference probe = probe_reference(lengths.back(), c_.quick);
   const ProbeConfig& pc = probe.config;
   const Reduced r = reduce(curves, probe, lengths);
+  rc.store_steps = steps(rc.store_steps);
+  const std::string store = extrapolation_store(rc);
   write_json(
       "extrapolation.json",
       {{"config", "mqar-extrapolate"},
@@ -377,13 +374,13 @@ ExperimentResult Experiment::extrapolation() {
       "averaged over the runs; b is the fitted exponent of ISR = c (M - 1)^b (the essay: 1/2 at "
       "a fixed beta, lower when beta grows with ln M), beside the probe's softmax store at d_k = "
       "{} and beta = sqrt(d_k) under the same rule.\n\n{}\n{}\n\n"
-      "![extrapolation](extrapolation.png)\n",
+      "![extrapolation](extrapolation.png)\n\n{}",
       c_.quick ? " --quick" : "", rc.mqar_steps, rule_list(rc.mqar_rules), rc.mqar_seeds,
       fmt::join(lengths, ", "), variants.back().seeds, markdown_table(acc_header, r.accuracy_rows),
       pc.d_k,
       markdown_table({"pairs", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"},
                      r.rows),
-      verdict(r, probe));
+      verdict(r, probe), store);
   return out;
 }
 

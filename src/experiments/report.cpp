@@ -38,6 +38,9 @@ ReportConfig ReportConfig::make(const std::string& out_dir, bool quick) {
     c.mqar_rules = {BetaRule::kNone, BetaRule::kSu};
     c.extrapolate_lengths = {1, 4, 16, 64};
     c.inspect_lengths = {1, 4, 16};
+    c.store_seeds = 1;
+    c.store_rules = {BetaRule::kNone, BetaRule::kSu};
+    c.store_lengths = {1, 16, 64};
     c.fit_widths = {8};
     c.fit_steps = 400;
     c.facts_steps = 1500;
@@ -190,16 +193,9 @@ class Report {
     const auto more = extrapolate(as_none);
     points.insert(points.end(), more.begin(), more.end());
     write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
-    // A run that never formed its recall circuit says nothing about length: the means are over
-    // the runs that learned (accuracy >= 0.9 at 1x under their own rule).
-    std::vector<std::string> failed;
-    for (const auto& p : points)
-      if (p.multiple == 1 && p.rule == p.trained && p.accuracy < 0.9)
-        failed.push_back(p.checkpoint);
-    std::vector<ExtrapolatePoint> learned;
-    for (const auto& p : points)
-      if (std::find(failed.begin(), failed.end(), p.checkpoint) == failed.end())
-        learned.push_back(p);
+    // the means are over the runs that learned (accuracy >= 0.9 at 1x under their own rule)
+    const std::vector<std::string> failed = unlearned_runs(points);
+    const std::vector<ExtrapolatePoint> learned = learned_points(points, failed);
     for (const auto& p : learned)
       if (p.trained == BetaRule::kNone && none_run_.empty()) none_run_ = p.checkpoint;
     if (learned.empty() || none_run_.empty())

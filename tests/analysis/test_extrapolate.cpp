@@ -166,5 +166,30 @@ TEST(Extrapolate, TrainsOneRunPerRuleAndSeedThenReusesThem) {
   EXPECT_EQ(test::read_text(dir / "x.png").substr(1, 3), "PNG");
 }
 
+// The essay's mechanism in a trained model, end to end: mqar-store (unit q and k, beta = 6) with
+// the config's seed, trained under none and under su, read at 64x its length with the pairs
+// growing to 512. Both learn at 1x; at 64x the store overflows without the rule and holds with it.
+// Measured over seeds 0 to 4 at 1 thread (docs/science.md §8): none 0.025 to 0.350 at 64x (seed 0:
+// 0.025), su 1.000 for all five. The bounds, none < 0.5 and su > 0.95, hold for every seed
+// measured, so a run at another thread count (other rounding, another trajectory) keeps them.
+TEST(StoreExtrapolation, TheLogMRuleDecidesRecallAtLength) {
+  test::TempDir dir;
+  ExtrapolateConfig config;
+  config.train_config = "mqar-store";
+  config.out_dir = dir / "runs";
+  config.rules = {BetaRule::kNone, BetaRule::kSu};
+  config.lengths = {1, 64};
+  config.pairs = PairsAtLength::kGrow;
+  config.batches = 1;
+  const auto points = extrapolate(config);
+  SCOPED_TRACE(extrapolate_table(points));
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[1].pairs, 512);
+  EXPECT_GE(points[0].accuracy, 0.99);  // none, 1x
+  EXPECT_GE(points[2].accuracy, 0.99);  // su, 1x
+  EXPECT_LT(points[1].accuracy, 0.5);   // none, 64x: chance is 1/256
+  EXPECT_GT(points[3].accuracy, 0.95);  // su, 64x
+}
+
 }  // namespace
 }  // namespace recall

@@ -201,6 +201,11 @@ TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
   EXPECT_TRUE(head.contains("read_offset") && head.contains("ablated_accuracy")) << head;
   const test::UsageCases bad = {
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--lengths", "0"}, "--lengths 0"},
+      // every head's weights, B H T^2 per layer: 256x (4,096 tokens) needs more than 64 MiB, an
+      // explicit limit, so that the case holds on a machine of any size
+      {{"inspect", "--checkpoint", test::trained_small_mqar(), "--lengths", "1,256", "--max-memory",
+        "64M"},
+       "--lengths 256 (4096 tokens) needs an estimated"},
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--rules", "none,fast"}, "--rules"},
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--batches", "0"}, "--batches 0"},
       {{"inspect", "--checkpoint", dir / "missing"}, "missing"},

@@ -32,7 +32,8 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
     EXPECT_NE(md.find(section), std::string::npos) << section;
   for (const char* plot :
        {"probe.png", "extrapolate.png", "inspect.png", "fit.png", "beta_sweep.png", "scaling.png",
-        "facts_sweep.png", "lm.png", "extrapolation.png"}) {
+        "facts_sweep.png", "lm.png", "extrapolation.png", "extrapolation_store.png",
+        "extrapolation_store_isr.png"}) {
     EXPECT_EQ(test::read_text(dir / "rep/" + std::string(plot)).substr(1, 3), "PNG") << plot;
     EXPECT_NE(md.find(fmt::format("]({})", plot)), std::string::npos) << plot;
   }
@@ -137,6 +138,22 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   EXPECT_NEAR(probe_b["none"], 0.5, 0.2);
   EXPECT_NEAR(probe_b["su"], 0.0, 0.15);
   EXPECT_LT(trained_b["su"], trained_b["none"] - 0.2);
+  // the essay's store (quick: one seed each of none and su, to 64x): the rule-less store overflows
+  // where su holds, and the forecast from 1x sits beside what the long prompts measured
+  const auto store = nlohmann::json::parse(test::read_text(dir / "rep/extrapolation_store.json"));
+  ASSERT_TRUE(store["target"].is_object()) << store["curves"];
+  EXPECT_TRUE(store["target"]["met"].get<bool>()) << store["target"];
+  bool forecast_none = false;
+  for (const auto& f : store["forecast"])
+    if (f["trained_rule"] == "none" && f["rule"] == "none") {
+      forecast_none = true;
+      // at 1x the forecast is the measured ISR of the same heads on the same prompts
+      EXPECT_NEAR(f["forecast_isr"][0].get<double>(), f["measured_isr"][0].get<double>(),
+                  1e-6 * f["measured_isr"][0].get<double>())
+          << f;
+      EXPECT_FALSE(f["random_store_isr"][0].is_null()) << f;
+    }
+  EXPECT_TRUE(forecast_none) << store["forecast"];
 }
 
 TEST(Report, RejectsAnOutThatIsAFile) {

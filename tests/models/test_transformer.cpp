@@ -57,6 +57,24 @@ TEST(ModelTransformer, BenchShapeHasThePeersParameterCount) {
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 10, 96}));
 }
 
+// The head at the scored positions alone: the rows of the whole forward's logits (the same maths,
+// a GEMM of fewer rows), within float32 rounding; an empty mask gives no rows.
+TEST(ModelTransformer, ForwardAtIsTheWholeForwardsRows) {
+  for (auto c : tiny_configs()) {
+    c.attn_qk_norm = c.attn_rule == BetaRule::kYarn;  // one model with unit queries and keys
+    torch::manual_seed(4);
+    Transformer model(c);
+    auto idx = torch::randint(0, c.vocab_size, {2, 6});
+    auto mask = torch::rand({2, 6}) < 0.4;
+    torch::NoGradGuard no_grad;
+    const auto at = model->forward_at(idx, mask);
+    ASSERT_EQ(at.size(0), mask.sum().item<int64_t>()) << describe(c);
+    EXPECT_LT((at - model(idx).index({mask})).abs().max().item<double>(), 1e-5) << describe(c);
+    EXPECT_EQ(model->forward_at(idx, torch::zeros({2, 6}, torch::kBool)).size(0), 0);
+    EXPECT_THROW(model->forward_at(idx, torch::ones({2, 5}, torch::kBool)), std::invalid_argument);
+  }
+}
+
 TEST(ModelTransformer, PastLogitsIgnoreFutureTokens) {
   for (const auto& c : tiny_configs()) {
     torch::manual_seed(3);

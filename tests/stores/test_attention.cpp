@@ -249,6 +249,32 @@ TEST(ModelAttention, LogitScaleFollowsTheRule) {
     EXPECT_NEAR(s[t].item<double>(), std::max(1.0, std::log(t + 1.0) / std::log(4.0)), 1e-12);
 }
 
+// With unit q and k the logit of a query at position t is beta(t + 1) cos(q, k): attn_scale is beta
+// itself (no 1 / sqrt(d_head)), the rule's factor enters past the training length L, and a
+// learned scale multiplies per head.
+TEST(ModelAttention, UnitQueriesTakeTheRulesFactorAtEvaluationLengths) {
+  const int64_t L = 32;
+  for (bool learned : {false, true}) {
+    Attention a(
+        AttentionOptions(8, 2, L).rope(false).scale(6.0).qk_norm(true).learn_scale(learned));
+    if (learned) {
+      torch::NoGradGuard no_grad;
+      a->beta.copy_(torch::tensor({6.0, 3.0}));
+    }
+    for (BetaRule rule : {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn}) {
+      a->set_rule(rule);
+      const auto s = a->logit_scale(8 * L, torch::kFloat64);  // (1 or H, T)
+      for (int64_t h = 0; h < (learned ? 2 : 1); ++h)
+        for (int64_t t : {int64_t{0}, L - 1, 2 * L - 1, 8 * L - 1}) {
+          const double base = learned && h == 1 ? 3.0 : 6.0;
+          const double want = base * beta_for(rule, t + 1.0, static_cast<double>(L), 1.0);
+          EXPECT_NEAR(s[s.size(0) == 1 ? 0 : h][t].item<double>(), want, 1e-5 * want)
+              << to_string(rule) << " t " << t << " head " << h;
+        }
+    }
+  }
+}
+
 // attn_scale s multiplies every logit: the same as multiplying the query projection by s (RoPE is
 // linear in q), under every rule and with memory key-values.
 TEST(ModelAttention, ScaleMultipliesTheLogitsLikeScaledQueries) {

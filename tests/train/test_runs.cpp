@@ -30,7 +30,7 @@ TEST(TrainRecipes, AllParseAndTheCompiledInCopiesMatchTheFiles) {
     ASSERT_TRUE(text) << name;
     EXPECT_EQ(*text, test::read_text(src + "/train/" + name + ".toml"));
   }
-  EXPECT_EQ(train_recipe_names().size(), 6u);
+  EXPECT_EQ(train_recipe_names().size(), 7u);
   EXPECT_FALSE(train_recipe_toml("missing"));
 }
 

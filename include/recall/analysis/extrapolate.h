@@ -54,11 +54,19 @@ struct ExtrapolatePoint {
 // reach the longest length.
 std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config);
 
+// A run that never formed its recall circuit says nothing about length: the checkpoints whose
+// accuracy at 1x under their own rule is below `learned` (in order), and the points of the rest.
+std::vector<std::string> unlearned_runs(const std::vector<ExtrapolatePoint>& points,
+                                        double learned = 0.9);
+std::vector<ExtrapolatePoint> learned_points(const std::vector<ExtrapolatePoint>& points,
+                                             const std::vector<std::string>& unlearned);
+
 // Mean accuracy over the checkpoints of each (trained rule, rule at evaluation), per multiple.
 struct ExtrapolateCurve {
   BetaRule trained = BetaRule::kNone, rule = BetaRule::kNone;
   int64_t runs = 0;
   std::vector<int64_t> multiples;
+  std::vector<int64_t> pairs;     // mqar pairs (memories) per prompt at each multiple
   std::vector<double> accuracy;   // mean over runs
   std::vector<double> low, high;  // smallest and largest over runs
 };
@@ -66,8 +74,10 @@ std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePo
 
 std::string extrapolate_table(const std::vector<ExtrapolatePoint>& points);
 std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points);
-// Accuracy against the multiple of the training length (log2), one line per curve, the range over
-// runs as error bars. PNG or SVG by the extension.
-void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path);
+// Accuracy against the multiple of the training length (log2), or with `memories` against the
+// mqar pairs in context, one line per curve, the range over runs as error bars. PNG or SVG by the
+// extension.
+void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path,
+                            bool memories = false);
 
 }  // namespace recall

@@ -94,6 +94,13 @@ inline constexpr int64_t kMaxLengthMultiple = int64_t{1} << 16;
 void check_length_memory(const TrainConfig& config, const std::vector<int64_t>& multiples,
                          const torch::Device& device, int64_t max_memory, bool all_weights);
 
+// The scored positions t of each sequence of an mqar batch with `pairs` pairs, and the context
+// position 2i of the pair whose key x[t] is.
+struct MqarQueries {
+  std::vector<int64_t> t, pair;
+};
+std::vector<MqarQueries> mqar_queries(const Batch& b, int64_t pairs);
+
 // Per head statistics of `model` on mqar batches with `pairs` key/value pairs.
 std::vector<HeadReport> inspect_heads(Transformer& model, const std::vector<Batch>& set,
                                       int64_t pairs);

@@ -69,9 +69,11 @@ struct Capacity {
 };
 
 // M where the median ISR crosses 1, interpolated linearly in (log M, log ISR) between the grid
-// points around the first crossing; nullopt when the curve does not cross inside the grid.
-std::optional<double> crossing(const std::vector<int64_t>& M,
-                               const std::vector<double>& median_isr);
+// points around the first crossing; nullopt when the curve does not cross inside the grid. With
+// `level`, `rising` and `log_y`, any curve y(M) falling or rising through a level (an accuracy
+// falling through 0.5, linear in y).
+std::optional<double> crossing(const std::vector<int64_t>& M, const std::vector<double>& y,
+                               double level = 1.0, bool rising = true, bool log_y = true);
 
 struct StoreResult {
   std::string store;

@@ -9,7 +9,7 @@
 //   6. facts: an MLP against learned key-values at equal parameters, each read as a store;
 //   7-11. the experiments of recall/experiments/experiments.h: sharpness, scaling laws, facts to
 //      saturation per feed-forward kind, learned key-values on language, length extrapolation
-//      with and without positions.
+//      with and without positions, and with the essay's store (unit q and k, a stated beta).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -36,6 +36,11 @@ struct ReportConfig {
   // qwen and yarn, which leave beta unchanged up to the training length)
   std::vector<BetaRule> mqar_rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
   std::vector<int64_t> extrapolate_lengths = {1, 2, 4, 16, 64};
+  // mqar-store (the essay's store: unit q and k, beta fixed): steps, seeds per rule, the rules
+  // trained (qwen and yarn equal none up to L: the none runs are read under them) and the lengths
+  int64_t store_steps = 1000, store_seeds = 5;
+  std::vector<BetaRule> store_rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
+  std::vector<int64_t> store_lengths = {1, 4, 16, 32, 64, 128, 256};
   std::vector<int64_t> inspect_lengths = {1, 2, 4, 16, 64};
   std::vector<int64_t> fit_widths = {8, 16, 32, 64};
   int64_t fit_steps = 1000;

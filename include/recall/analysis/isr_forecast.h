@@ -1,0 +1,48 @@
+// Foretelling where a trained model's recall fails at longer contexts, from its attention weights
+// at the training length alone (docs/science.md §8): the essay's theory of a softmax store,
+// applied to the heads that recall.
+//
+// A recalling head (inspect.h) answers the query at position t by reading key c. Its weights give
+// the logit gaps of the t other keys it sees,
+//   d_j = ln w_j - ln w_c = beta(t + 1) (s_j - s_c),   s = cos(q, k) with unit q and k,
+// where beta(t + 1) is the head's logit multiplier (attn_scale, a learned scale, the rule). A
+// prompt m times longer with the memories growing in proportion holds the same mix of keys, m times
+// as many: the query sits at t_m = m (t + 1) - 1, sees t_m other keys drawn like these, and the
+// rule sets the multiplier beta'(t_m + 1). As a softmax store's ISR^2 is the sum of the squared
+// weight ratios,
+//   ISR_m^2 = (t_m / t) sum_j exp(2 rho d_j),   rho = beta'(t_m + 1) / beta(t + 1),
+// which at m = 1 under the trained rule is the head's measured ISR. Nothing past the training
+// length is read: the forecast is a prediction, to be set beside the measurement.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "recall/stores/beta_rule.h"
+#include "recall/train/trainer.h"
+
+namespace recall {
+
+struct IsrForecast {
+  BetaRule rule = BetaRule::kNone;  // the rule at the longer lengths
+  std::vector<int64_t> multiples;
+  std::vector<int64_t> pairs;  // the memories in context at each multiple (pairs growing)
+  // the mean over the recalling heads of each head's median forecast ISR over the queries
+  std::vector<double> isr;
+  int64_t heads = 0;  // recalling heads read
+  double beta = 0;    // their mean logit multiplier at the training length's last position
+  // cos(q, k_c) - cos(q, k_j) with unit q and k: the margin of the read key over the others,
+  // median and 10th percentile over every (query, other key) of the recalling heads
+  double gap_median = 0, gap_p10 = 0;
+  // The memories at which isr reaches 1, interpolated in log-log between multiples; none when it
+  // stays below 1 (or starts above it).
+  std::optional<double> overflow_pairs;
+};
+
+// The forecasts of `model` (trained as config says) under each of `rules`, at `multiples` of the
+// training length with the mqar pairs growing, from `batches` evaluation batches at the training
+// length. Throws UsageError for a task other than mqar.
+std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& config,
+                                      const std::vector<int64_t>& multiples,
+                                      const std::vector<BetaRule>& rules, int64_t batches);
+
+}  // namespace recall
