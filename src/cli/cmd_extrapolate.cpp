@@ -1,4 +1,4 @@
-// recall extrapolate: mqar accuracy at 1x .. 16x the training length, per beta rule, of runs it
+// recall extrapolate: mqar accuracy at multiples of the training length, per beta rule, of runs it
 // trains itself (--config, one per rule) or of checkpoints.
 #include <fmt/format.h>
 

@@ -33,11 +33,11 @@ inline std::string mean_range(const std::vector<double>& v, const char* mean_f =
   return m + fmt::format(fmt::runtime(fmt::format(" [{0}, {0}]", range_f)), *lo, *hi);
 }
 
-// "none, su, ssmax"
-inline std::string rule_list(const std::vector<BetaRule>& rules) {
+// "none, su, ssmax" (or, with sep ",", as a command's --rules takes them)
+inline std::string rule_list(const std::vector<BetaRule>& rules, const char* sep = ", ") {
   std::vector<std::string> names;
   for (BetaRule r : rules) names.push_back(to_string(r));
-  return fmt::format("{}", fmt::join(names, ", "));
+  return fmt::format("{}", fmt::join(names, sep));
 }
 
 // A value in JSON, null where it is missing.

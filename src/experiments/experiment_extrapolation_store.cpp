@@ -414,8 +414,8 @@ std::string Experiment::extrapolation_store(const ReportConfig& rc) {
       "of a random softmax store with the heads' d_k and beta, holding as many unit keys as the "
       "context has tokens (4 per memory), under the same rule.\n\n{}\n"
       "![extrapolation_store_isr](extrapolation_store_isr.png)\n",
-      rc.store_steps, rc.store_seeds, rule_list(rc.store_rules), fmt::join(rc.store_lengths, ","),
-      recipe.model.attn_scale,
+      rc.store_steps, rc.store_seeds, rule_list(rc.store_rules, ","),
+      fmt::join(rc.store_lengths, ","), recipe.model.attn_scale,
       MqarTask::value_begin(recipe.model.vocab_size, recipe.task.mqar_values) - 1,
       recipe.task.mqar_values, curves.front().pairs.front(), curves.front().pairs.back(),
       left_out.empty() ? "none" : left_out, markdown_table(header, rows), verdict, ft.verdict,

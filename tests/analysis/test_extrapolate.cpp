@@ -169,9 +169,10 @@ TEST(Extrapolate, TrainsOneRunPerRuleAndSeedThenReusesThem) {
 // The essay's mechanism in a trained model, end to end: mqar-store (unit q and k, beta = 6) with
 // the config's seed, trained under none and under su, read at 64x its length with the pairs
 // growing to 512. Both learn at 1x; at 64x the store overflows without the rule and holds with it.
-// Measured over seeds 0 to 4 at 1 thread (docs/science.md §8): none 0.025 to 0.350 at 64x (seed 0:
-// 0.025), su 1.000 for all five. The bounds, none < 0.5 and su > 0.95, hold for every seed
-// measured, so a run at another thread count (other rounding, another trajectory) keeps them.
+// Measured over seeds 0 to 4 at 1 and at 2 threads (docs/science.md §8), ten runs per rule: none
+// 0.025 to 0.350 at 64x, su 0.889 to 1.000 (seed 0: 1.000 both times). The bounds, none < 0.5 and
+// su > 0.85, hold for every run measured, so a machine whose GEMM rounds otherwise (another
+// trajectory) keeps them.
 TEST(StoreExtrapolation, TheLogMRuleDecidesRecallAtLength) {
   test::TempDir dir;
   ExtrapolateConfig config;
@@ -188,7 +189,7 @@ TEST(StoreExtrapolation, TheLogMRuleDecidesRecallAtLength) {
   EXPECT_GE(points[0].accuracy, 0.99);  // none, 1x
   EXPECT_GE(points[2].accuracy, 0.99);  // su, 1x
   EXPECT_LT(points[1].accuracy, 0.5);   // none, 64x: chance is 1/256
-  EXPECT_GT(points[3].accuracy, 0.95);  // su, 64x
+  EXPECT_GT(points[3].accuracy, 0.85);  // su, 64x
 }
 
 }  // namespace
