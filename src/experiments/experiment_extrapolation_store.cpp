@@ -293,23 +293,26 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
       1300, 650);
 }
 
-}  // namespace
-
-std::string Experiment::extrapolation_store(const ReportConfig& rc) {
+// Trains (or reuses) mqar-store under each of the report's rules and seeds, scores it at the
+// store's lengths (the none runs also under qwen and yarn, which leave beta unchanged for M <= L,
+// so that training under them is training under none), and returns the points of the runs that
+// learned at 1x; `unlearned` gets the others.
+std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunContext& context,
+                                           const std::string& out_dir,
+                                           std::vector<std::string>& unlearned) {
   ExtrapolateConfig ec;
   ec.train_config = "mqar-store";
   ec.sets = {fmt::format("steps={}", rc.store_steps)};
-  ec.out_dir = run_dir(fmt::format("mqar-store-{}", rc.store_steps));
+  ec.out_dir = out_dir;
   ec.seeds = rc.store_seeds;
   ec.rules = rc.store_rules;
   ec.lengths = rc.store_lengths;
   ec.pairs = PairsAtLength::kGrow;
   ec.batches = rc.extrapolate_batches;
-  ec.progress = context().progress;
-  ec.device = context().device;
-  ec.stop = context().stop;
+  ec.progress = context.progress;
+  ec.device = context.device;
+  ec.stop = context.stop;
   auto points = extrapolate(ec);
-  // qwen and yarn leave beta unchanged for M <= L: training under them is training under none
   ExtrapolateConfig as_none = ec;
   as_none.train_config.clear();
   as_none.out_dir.clear();
@@ -322,10 +325,18 @@ std::string Experiment::extrapolation_store(const ReportConfig& rc) {
     const auto more = extrapolate(as_none);
     points.insert(points.end(), more.begin(), more.end());
   }
-  const std::vector<std::string> unlearned = unlearned_runs(points);
+  unlearned = unlearned_runs(points);
   if (unlearned.size() * 2 > static_cast<size_t>(rc.store_seeds) * rc.store_rules.size())
     throw std::runtime_error("experiment extrapolation: most mqar-store runs did not learn at 1x");
-  points = learned_points(points, unlearned);
+  return learned_points(points, unlearned);
+}
+
+}  // namespace
+
+std::string Experiment::extrapolation_store(const ReportConfig& rc) {
+  std::vector<std::string> unlearned;
+  const auto points =
+      store_points(rc, context(), run_dir(fmt::format("mqar-store-{}", rc.store_steps)), unlearned);
   std::string left_out;
   for (const auto& u : unlearned)
     left_out +=
