@@ -89,7 +89,9 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
     check_length_memory(r.config, config.lengths, config.device, config.max_memory, false);
     auto task = make_task(r.config, r.vocabulary);
     const BetaRule trained = mc.attn_rule;
-    const auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;
+    auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;
+    if (trained == BetaRule::kNone)
+      rules.insert(rules.end(), config.none_also.begin(), config.none_also.end());
     for (BetaRule rule : rules) {
       r.model->set_attn_rule(rule);
       for (int64_t m : config.lengths) {

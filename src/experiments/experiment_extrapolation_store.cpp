@@ -294,9 +294,8 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
 }
 
 // Trains (or reuses) mqar-store under each of the report's rules and seeds, scores it at the
-// store's lengths (the none runs also under qwen and yarn, which leave beta unchanged for M <= L,
-// so that training under them is training under none), and returns the points of the runs that
-// learned at 1x; `unlearned` gets the others.
+// store's lengths (the none runs also under qwen and yarn) and returns the points of the runs
+// that learned at 1x; `unlearned` gets the others.
 std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunContext& context,
                                            const std::string& out_dir,
                                            std::vector<std::string>& unlearned) {
@@ -306,25 +305,14 @@ std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunCont
   ec.out_dir = out_dir;
   ec.seeds = rc.store_seeds;
   ec.rules = rc.store_rules;
+  ec.none_also = {BetaRule::kQwen, BetaRule::kYarn};
   ec.lengths = rc.store_lengths;
   ec.pairs = PairsAtLength::kGrow;
   ec.batches = rc.extrapolate_batches;
   ec.progress = context.progress;
   ec.device = context.device;
   ec.stop = context.stop;
-  auto points = extrapolate(ec);
-  ExtrapolateConfig as_none = ec;
-  as_none.train_config.clear();
-  as_none.out_dir.clear();
-  as_none.seeds = 1;
-  as_none.rules = {BetaRule::kQwen, BetaRule::kYarn};
-  for (const auto& p : points)
-    if (p.trained == BetaRule::kNone && p.multiple == ec.lengths.front())
-      as_none.checkpoints.push_back(p.checkpoint);
-  if (!as_none.checkpoints.empty()) {
-    const auto more = extrapolate(as_none);
-    points.insert(points.end(), more.begin(), more.end());
-  }
+  const auto points = extrapolate(ec);
   unlearned = unlearned_runs(points);
   if (unlearned.size() * 2 > static_cast<size_t>(rc.store_seeds) * rc.store_rules.size())
     throw std::runtime_error("experiment extrapolation: most mqar-store runs did not learn at 1x");

@@ -176,22 +176,12 @@ class Report {
     ec.seeds = c_.mqar_seeds;
     ec.lengths = c_.extrapolate_lengths;
     ec.pairs = PairsAtLength::kGrow;
-    // qwen and yarn leave beta unchanged for M <= L, so training under them is training under
-    // none (the same losses, bit for bit): the none runs are evaluated under them instead.
     ec.rules = c_.mqar_rules;
+    ec.none_also = {BetaRule::kQwen, BetaRule::kYarn};
     ec.batches = c_.extrapolate_batches;
     ec.progress = c_.progress;
     ec.stop = c_.stop;
-    auto points = extrapolate(ec);
-    ExtrapolateConfig as_none;
-    for (int64_t k = 0; k < c_.mqar_seeds; ++k)
-      as_none.checkpoints.push_back(points[static_cast<size_t>(k) * ec.lengths.size()].checkpoint);
-    as_none.rules = {BetaRule::kQwen, BetaRule::kYarn};
-    as_none.batches = ec.batches;
-    as_none.lengths = ec.lengths;
-    as_none.pairs = ec.pairs;
-    const auto more = extrapolate(as_none);
-    points.insert(points.end(), more.begin(), more.end());
+    const auto points = extrapolate(ec);
     write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
     // the means are over the runs that learned (accuracy >= 0.9 at 1x under their own rule)
     const std::vector<std::string> failed = unlearned_runs(points);

@@ -36,6 +36,24 @@ TEST(Extrapolate, PointsPerCheckpointRuleAndLength) {
   EXPECT_DOUBLE_EQ(points[7].loss, points[3].loss);
 }
 
+// A run trained under none also read under qwen: the same model, the identity up to L, sharper
+// past it.
+TEST(Extrapolate, NoneRunsAreAlsoReadUnderNoneAlso) {
+  ExtrapolateConfig config;
+  config.checkpoints = {test::trained_small_mqar()};
+  config.lengths = {1, 4};
+  config.none_also = {BetaRule::kQwen};
+  set_threads(1);
+  const auto points = extrapolate(config);
+  set_threads(0);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].rule, BetaRule::kNone);
+  EXPECT_EQ(points[2].rule, BetaRule::kQwen);
+  EXPECT_EQ(points[2].trained, BetaRule::kNone);
+  EXPECT_DOUBLE_EQ(points[2].loss, points[0].loss);  // 1x: qwen's factor is 1
+  EXPECT_NE(points[3].loss, points[1].loss);         // 4x: past L it is not
+}
+
 TEST(Extrapolate, PairsGrowWithTheLengthUpToTheKeys) {
   // vocab 16: 7 keys; trained with 2 pairs in 16 tokens
   ExtrapolateConfig config;

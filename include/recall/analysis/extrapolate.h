@@ -29,6 +29,10 @@ struct ExtrapolateConfig {
   // checkpoints: the rules at evaluation (empty: each trained rule); training: the rules trained
   // (empty: all five).
   std::vector<BetaRule> rules;
+  // The runs trained (or checkpoints trained) under none are also scored under these rules: qwen
+  // and yarn leave beta unchanged for M <= L, so training under them is training under none (the
+  // same losses, bit for bit), and a run trained under none read under them stands for it.
+  std::vector<BetaRule> none_also;
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
   // Evaluation batches of the checkpoint's batch size, as recall eval's. With the pairs grown g
   // times, 1/g of those prompts (4 at least): as many scored queries at every length.
