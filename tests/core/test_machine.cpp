@@ -38,9 +38,8 @@ TEST(Machine, TheoreticalRateFollowsTheCoresAndIsAboveAnyCore) {
 // show the peak is wrong. (A ratio of two rates, not a speed threshold.) The two are timed at
 // different moments, and this machine's clock moves between them: on an AMD EPYC here the GEMM
 // timed 441 and 459 GFLOP/s against peaks of 419 and 409 measured idle shortly before, so the
-// bound allows 15 %.
+// bound allows 15 %. (With the peak asked first, a cold first measurement read 20 % low.)
 TEST(Machine, TheTrainersGemmDoesNotBeatThePeak) {
-  const double peak = peak_flops().flops;
   torch::NoGradGuard no_grad;
   auto a = torch::randn({4096, 128}), b = torch::randn({128, 512});
   double best = 0;
@@ -50,6 +49,8 @@ TEST(Machine, TheTrainersGemmDoesNotBeatThePeak) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * 4096 * 128 * 512 * 10 / s);
   }
+  // the peak after the GEMM, so that a peak measured now runs on cores as warm as the GEMM's
+  const double peak = peak_flops().flops;
   EXPECT_LE(best, peak * 1.15) << best / 1e9 << " GFLOP/s against a peak of " << peak / 1e9;
 }
 
