@@ -9,15 +9,19 @@
 # its own (Suite.Name), and its suite's ctest leaves it out: a program exits with
 # RECALL_SKIPPED_EXIT_CODE when all its tests skipped (tests/main.cpp), which ctest shows as
 # Skipped, so neither a skip nor the tests that passed beside it are hidden.
+#
+# A test whose body asks for a Python (python_with..., tests/python_test_util.h) is also labelled
+# `python`, so that `ctest -L python` reruns those tests under another Python (RECALL_PYTHON).
 set(RECALL_SKIPPED_EXIT_CODE 77)  # tests/main.cpp's kSkippedExitCode
 
 function(recall_add_test_suites target)
   cmake_parse_arguments(ARG "" "LABEL" "SLOW;SOURCES" ${ARGN})
   set(suites "")
   set(skippable "")  # Suite.Name of the tests that may skip
+  set(python "")  # Suite.Name of the tests that run a Python
   foreach(src ${ARG_SOURCES})
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
-    file(STRINGS ${src} lines REGEX "^TEST(_F)?\\([A-Za-z0-9_]+,|GTEST_SKIP|_OR_SKIP\\(")
+    file(STRINGS ${src} lines REGEX "^TEST(_F)?\\([A-Za-z0-9_]+,|GTEST_SKIP|_OR_SKIP\\(|python_with")
     set(current "")
     foreach(line ${lines})
       if(line MATCHES "^TEST(_F)?\\(([A-Za-z0-9_]+), *([A-Za-z0-9_]*)")
@@ -25,8 +29,13 @@ function(recall_add_test_suites target)
         list(APPEND suites ${suite})
         set(current ${suite}.${CMAKE_MATCH_3})
         list(APPEND tests_of_${suite} ${current})
-      elseif(NOT current STREQUAL "")  # a skip in a test's body (not in a #define above them)
-        list(APPEND skippable ${current})
+      elseif(NOT current STREQUAL "")  # in a test's body (not in a #define or helper above them)
+        if(line MATCHES "python_with")
+          list(APPEND python ${current})
+        endif()
+        if(line MATCHES "GTEST_SKIP|_OR_SKIP\\(")
+          list(APPEND skippable ${current})
+        endif()
       endif()
     endforeach()
   endforeach()
@@ -62,6 +71,11 @@ function(recall_add_test_suites target)
     endif()
     set_tests_properties(${names} PROPERTIES LABELS ${label} TIMEOUT 900
       SKIP_RETURN_CODE ${RECALL_SKIPPED_EXIT_CODE})
+    foreach(test ${alone})
+      if(test IN_LIST python)
+        set_property(TEST ${test} APPEND PROPERTY LABELS python)
+      endif()
+    endforeach()
     # The peak-rate cache (recall/core/machine.h) stays in the build folder, not the user's home.
     set(env RECALL_CACHE_DIR=${CMAKE_BINARY_DIR}/cache)
     if(RECALL_REQUIRE_FAST_GEMM)

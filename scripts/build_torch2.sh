@@ -2,9 +2,9 @@
 # Builds recall against the LibTorch inside PyPI's torch wheel (2.x, with or without CUDA) instead
 # of Debian's libtorch-dev, into build-torch2/, then runs the quick tests (ctest -LE slow).
 #
-#   RECALL_TORCH_VENV  the Python venv holding torch (default ~/.cache/recall/torch2-venv); created
-#                      with `pip install torch` when it does not exist
-#   RECALL_TORCH_PIP   what pip installs into a new venv (default: torch)
+#   RECALL_TORCH_VENV  the Python venv holding torch (default ~/.cache/recall/torch2-venv), made or
+#                      completed by scripts/torch2_venv.sh; the tests that run Python run under it
+#   RECALL_TORCH_PIP   what pip installs there (default: torch transformers safetensors)
 #   RECALL_BUILD_DIR   the build folder (default build-torch2 in the repository)
 #   RECALL_JOBS        parallel compile jobs (default: all cores)
 #   RECALL_PREFIX_PATH more CMake prefixes (;-separated) where the other dependencies are found
@@ -16,17 +16,12 @@
 # build and the CPU tests.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-venv=${RECALL_TORCH_VENV:-$HOME/.cache/recall/torch2-venv}
 build=${RECALL_BUILD_DIR:-$root/build-torch2}
 jobs=${RECALL_JOBS:-$(nproc)}
 
-if [ ! -x "$venv/bin/python3" ]; then
-  echo "build_torch2: creating $venv with pip install ${RECALL_TORCH_PIP:-torch}" >&2
-  python3 -m venv "$venv"
-  "$venv/bin/python3" -m pip install --quiet ${RECALL_TORCH_PIP:-torch}
-fi
-prefix=$("$venv/bin/python3" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
-version=$("$venv/bin/python3" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+python=$("$root/scripts/torch2_venv.sh")
+prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 echo "build_torch2: torch $version from $prefix" >&2
 
 cuda_args=()
@@ -58,5 +53,5 @@ start=$(date +%s)
 cmake --build "$build" -j"$jobs"
 echo "build_torch2: built in $(($(date +%s) - start)) s" >&2
 start=$(date +%s)
-ctest --test-dir "$build" -LE slow -j"$jobs" --output-on-failure
+RECALL_PYTHON=$python ctest --test-dir "$build" -LE slow -j"$jobs" --output-on-failure
 echo "build_torch2: quick tests passed in $(($(date +%s) - start)) s (torch $version)" >&2

@@ -28,7 +28,9 @@ say "unpacked $(ls "$deps"/*.deb | wc -l) packages into $prefix"
 if [ -z "${RECALL_TORCH_VENV:-}" ]; then
   RECALL_TORCH_VENV=$(python3 -c 'import sys, torch; print(sys.prefix)')
 fi
-export RECALL_TORCH_VENV
+# Nothing can be downloaded there: the venv's torch is taken as it is (the tests that need
+# transformers skip).
+export RECALL_TORCH_VENV RECALL_TORCH_PIP=${RECALL_TORCH_PIP:-torch}
 py="$RECALL_TORCH_VENV/bin/python3"
 device=cpu
 if "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then

@@ -3,7 +3,7 @@
 # and any further packages named as arguments (scripts/setup_fuzz.sh).
 set -euo pipefail
 pkgs=(cmake g++ ninja-build libtorch-dev libopenblas0-openmp libgtest-dev libfmt-dev libcli11-dev
-      libtomlplusplus-dev nlohmann-json3-dev libbenchmark-dev gnuplot-nox python3-torch libgloo-dev
+      libtomlplusplus-dev nlohmann-json3-dev libbenchmark-dev gnuplot-nox python3-torch python3-venv libgloo-dev
       iproute2 fortunes "$@")  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
 missing=()
 for p in "${pkgs[@]}"; do

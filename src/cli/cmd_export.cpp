@@ -1,6 +1,6 @@
 // recall export: a checkpoint as a PyTorch state dict (model.pt, torch.load reads it with its
 // defaults), the same tensors as model.safetensors, and config.json; python/recall_model.py loads
-// them.
+// them. With --format gpt2, a model of GPT-2's architecture as a folder that transformers loads.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@ namespace recall::cli {
 
 void add_export(CLI::App& root, Action& action) {
   struct Args {
-    std::string checkpoint, out;
+    std::string checkpoint, out, format = "recall";
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand(
@@ -24,11 +24,24 @@ void add_export(CLI::App& root, Action& action) {
   cmd->add_option("--checkpoint", args->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--out", args->out, "folder for model.pt, model.safetensors and config.json")
       ->required();
+  cmd->add_option("--format", args->format,
+                  "recall (model.pt, model.safetensors, config.json of every recall model), or "
+                  "gpt2: config.json and model.safetensors that transformers' "
+                  "GPT2LMHeadModel.from_pretrained loads, for a model of GPT-2's architecture "
+                  "(learned positions, layernorm, a gelu mlp, biases)")
+      ->capture_default_str();
   cmd->callback([args, &action] {
+    const ExportFormat format = export_format_from_string(args->format);
     check_output_dir("--out", args->out);
-    action = [args] {
-      export_checkpoint(args->checkpoint, args->out);
-      if (!quiet())
+    action = [args, format] {
+      export_checkpoint(args->checkpoint, args->out, format);
+      if (quiet()) return 0;
+      if (format == ExportFormat::kGpt2)
+        fmt::print(stderr,
+                   "exported {} to {}/config.json and model.safetensors; in Python: "
+                   "transformers.GPT2LMHeadModel.from_pretrained(\"{}\")\n",
+                   args->checkpoint, args->out, args->out);
+      else
         fmt::print(stderr,
                    "exported {} to {}/model.pt, model.safetensors and config.json; in Python: "
                    "recall_model.load(\"{}\") (python/recall_model.py)\n",

@@ -238,4 +238,34 @@ ModelConfig model_config_from_gpt2_json(const std::string& text, const std::stri
   return c;
 }
 
+nlohmann::json gpt2_json_from_model_config(const ModelConfig& c, const std::string& flag) {
+  nlohmann::json j = {
+      {"model_type", "gpt2"},
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"vocab_size", c.vocab_size},
+      {"n_positions", c.seq_len},
+      {"n_embd", c.d_model},
+      {"n_layer", c.n_layers},
+      {"n_head", c.n_heads},
+      {"n_inner", c.ffn_mult * c.d_model},
+      {"activation_function", c.activation == Activation::kGeluTanh ? "gelu_new" : "gelu"},
+      {"layer_norm_epsilon", kNormEps},
+      {"tie_word_embeddings", c.tied_head},
+      {"scale_attn_weights", true},
+      // GPT-2's 50256 is no token of a smaller vocabulary
+      {"bos_token_id", nullptr},
+      {"eos_token_id", nullptr}};
+  // The reader decides what GPT-2 holds: every key it gives back must be the model's own.
+  ModelConfig gpt2 = model_config_from_gpt2_json(j.dump(), flag);
+  if (c.ffn == FfnKind::kMlp) gpt2.ffn_slots = c.ffn_slots;  // learned_kv's alone, not the MLP's
+  const auto want = model_config_items(c), got = model_config_items(gpt2);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i] != got[i])
+      throw UsageError(fmt::format(
+          "{}: the model has {} = {}, a GPT-2 model (transformers' GPT2LMHeadModel) has {} = {}; "
+          "export it without --format gpt2 (python/recall_model.py loads every recall model)",
+          flag, want[i].first, want[i].second, got[i].first, got[i].second));
+  return j;
+}
+
 }  // namespace recall

@@ -7,12 +7,26 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "recall/core/enum_names.h"
 #include "recall/core/io.h"
 #include "recall/core/safetensors.h"
+#include "recall/models/foreign_config.h"
+#include "recall/train/gpt2_names.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
 namespace fs = std::filesystem;
+
+namespace {
+constexpr std::array<const char*, 2> kExportFormatNames = {"recall", "gpt2"};
+}  // namespace
+
+std::string to_string(ExportFormat v) {
+  return enum_name(kExportFormatNames, v);
+}
+ExportFormat export_format_from_string(const std::string& s) {
+  return enum_from_name<ExportFormat>(kExportFormatNames, s, "--format");
+}
 
 std::string state_dict_pickle(const torch::nn::Module& module) {
   return state_dict_pickle(named_state(module));
@@ -86,6 +100,13 @@ nlohmann::json model_json(const ModelConfig& c) {
           {"norm_eps", 1e-5},
           {"rope_base", 10000.0}};
 }
+
+// A text run's id -> byte or codepoint, which a reader of the exported model decodes with.
+void add_vocabulary(nlohmann::json& j, const TrainConfig& config,
+                    const std::vector<int64_t>& vocabulary) {
+  j["text_units"] = to_string(config.task.text_units);
+  j["vocabulary"] = vocabulary;
+}
 }  // namespace
 
 void export_model(const Transformer& model, const TrainConfig& config, int64_t step,
@@ -95,10 +116,7 @@ void export_model(const Transformer& model, const TrainConfig& config, int64_t s
                    {"task", to_string(config.task.kind)},
                    {"step", step},
                    {"format", "recall-export-1"}};
-  if (config.task.kind == TaskKind::kText) {
-    j["text_units"] = to_string(config.task.text_units);
-    j["vocabulary"] = vocabulary;
-  }
+  if (config.task.kind == TaskKind::kText) add_vocabulary(j, config, vocabulary);
   const NamedTensors state = named_state(*model);
   write_file_atomic((fs::path(out_dir) / "model.pt").string(), state_dict_pickle(state));
   write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
@@ -106,10 +124,41 @@ void export_model(const Transformer& model, const TrainConfig& config, int64_t s
   write_file_atomic((fs::path(out_dir) / "config.json").string(), j.dump(2) + "\n");
 }
 
-void export_checkpoint(const std::string& checkpoint, const std::string& out_dir) {
+void export_gpt2(const Transformer& model, const TrainConfig& config,
+                 const std::vector<int64_t>& vocabulary, const std::string& out_dir) {
+  const nlohmann::json gpt2 = gpt2_json_from_model_config(model->config, "--format gpt2");
+  std::map<std::string, torch::Tensor> state;
+  for (auto& [name, t] : named_state(*model)) state.emplace(name, std::move(t));
+  NamedTensors out;
+  for (const auto& n : gpt2_names(model->config, /*conv1d=*/true)) {
+    auto it = state.find(n.recall);
+    if (it == state.end()) throw std::logic_error("export: recall has no tensor " + n.recall);
+    // GPT2LMHeadModel's names: the body under "transformer.", the untied head beside it
+    const std::string name = n.gpt2 == "lm_head.weight" ? n.gpt2 : "transformer." + n.gpt2;
+    out.emplace_back(name, n.transpose ? it->second.t().contiguous() : it->second);
+    state.erase(it);
+  }
+  if (!state.empty())
+    throw std::logic_error("export: GPT-2 has no place for recall's " + state.begin()->first);
+  make_output_dir("--out", out_dir);
+  write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
+                    safetensors_bytes(out, {{"format", "pt"}}));
+  if (config.task.kind == TaskKind::kText) {
+    nlohmann::json v;
+    add_vocabulary(v, config, vocabulary);
+    write_file_atomic((fs::path(out_dir) / "vocabulary.json").string(), v.dump() + "\n");
+  }
+  write_file_atomic((fs::path(out_dir) / "config.json").string(), gpt2.dump(2) + "\n");
+}
+
+void export_checkpoint(const std::string& checkpoint, const std::string& out_dir,
+                       ExportFormat format) {
   check_output_dir("--out", out_dir);
   const Restored r = restore(checkpoint);
-  export_model(r.model, r.config, r.step, r.vocabulary, out_dir);
+  if (format == ExportFormat::kGpt2)
+    export_gpt2(r.model, r.config, r.vocabulary, out_dir);
+  else
+    export_model(r.model, r.config, r.step, r.vocabulary, out_dir);
 }
 
 }  // namespace recall

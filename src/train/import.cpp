@@ -15,6 +15,7 @@
 #include "recall/core/torch_pickle.h"
 #include "recall/models/foreign_config.h"
 #include "recall/train/checkpoint.h"
+#include "recall/train/gpt2_names.h"
 #include "recall/train/task.h"
 
 namespace recall {
@@ -205,37 +206,6 @@ ForeignModel read_gpt2_folder(const std::string& dir) {
   return m;
 }
 
-struct Place {
-  std::string file, recall;
-  bool transpose;
-};
-
-// Where each tensor of the file goes in recall's model (include/recall/train/import.h).
-std::vector<Place> places(const ModelConfig& c, bool conv1d) {
-  std::vector<Place> out = {{"wte.weight", "tok_emb.weight", false},
-                            {"wpe.weight", "pos_emb.weight", false}};
-  auto norm = [&](const std::string& file, const std::string& recall) {
-    out.push_back({file + ".weight", recall + ".weight", false});
-    if (c.bias) out.push_back({file + ".bias", recall + ".bias", false});
-  };
-  auto linear = [&](const std::string& file, const std::string& recall) {
-    out.push_back({file + ".weight", recall + ".weight", conv1d});
-    if (c.bias) out.push_back({file + ".bias", recall + ".bias", false});
-  };
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string h = fmt::format("h.{}.", i), b = fmt::format("blocks.{}.", i);
-    norm(h + "ln_1", b + "norm1");
-    linear(h + "attn.c_attn", b + "attn.qkv");
-    linear(h + "attn.c_proj", b + "attn.out");
-    norm(h + "ln_2", b + "norm2");
-    linear(h + "mlp.c_fc", b + "ffn.w1");
-    linear(h + "mlp.c_proj", b + "ffn.w2");
-  }
-  norm("ln_f", "norm_f");
-  if (!c.tied_head) out.push_back({"lm_head.weight", "head.weight", false});
-  return out;
-}
-
 }  // namespace
 
 ForeignModel read_foreign_model(const std::string& path) {
@@ -254,11 +224,11 @@ Transformer build_foreign_model(ForeignModel& m) {
   auto& rest = m.tensors;
   size_t set = 0;
   torch::NoGradGuard no_grad;
-  for (const auto& p : places(m.config, m.conv1d)) {
-    auto it = rest.find(p.file);
+  for (const auto& p : gpt2_names(m.config, m.conv1d)) {
+    auto it = rest.find(p.gpt2);
     if (it == rest.end())
       throw UsageError(fmt::format("{}: lacks tensor {} (for recall's {}); it is refused", m.format,
-                                   p.file, p.recall));
+                                   p.gpt2, p.recall));
     torch::Tensor t = p.transpose ? it->second.t() : it->second;
     torch::Tensor* target = params.find(p.recall);
     if (!target) throw std::logic_error("import: recall has no parameter " + p.recall);
@@ -266,7 +236,7 @@ Transformer build_foreign_model(ForeignModel& m) {
       throw UsageError(
           fmt::format("{}: tensor {} has shape [{}], recall's {} needs [{}]{}; it is "
                       "refused",
-                      m.format, p.file, fmt::join(it->second.sizes(), ", "), p.recall,
+                      m.format, p.gpt2, fmt::join(it->second.sizes(), ", "), p.recall,
                       fmt::join(target->sizes(), ", "),
                       p.transpose ? " (transposed from GPT-2's Conv1D)" : ""));
     target->copy_(t);

@@ -161,6 +161,16 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
+  // A GPT-2 folder of a model that is not GPT-2's: one line naming the key, no folder
+  for (const auto& [format, needle] : {std::pair<std::string, std::string>{"gpt2", "pos = 'none'"},
+                                       {"onnx", "--format 'onnx' is unknown"}}) {
+    const CliResult r = run_recall("export --checkpoint " + run + " --format " + format +
+                                   " --out " + (dir / "gpt2").string());
+    EXPECT_EQ(r.code, 2) << format;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "gpt2")) << format;
+  }
   const std::string python = recall::test::python_with_torch();
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
   // The README's lines, then a forward pass.

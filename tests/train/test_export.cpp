@@ -1,18 +1,24 @@
 // The exported model against an independent implementation: python/recall_model.py (PyTorch,
 // written from the architecture's definition) loads `recall export`'s state dict and must give
-// recall's logits on the same tokens, for every position, feed-forward and beta-rule kind.
+// recall's logits on the same tokens, for every position, feed-forward and beta-rule kind. A model
+// of GPT-2's architecture exported as a GPT-2 folder loads in transformers (GPT2LMHeadModel) with
+// recall's logits, and recall import reads it (and transformers' own save of it) back bit for bit.
 #include <gtest/gtest.h>
 #include <torch/serialize.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "model_test_util.h"
 #include "python_test_util.h"
+#include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/safetensors.h"
+#include "recall/core/torch_pickle.h"
 #include "recall/train/export.h"
+#include "recall/train/import.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"
 
@@ -156,6 +162,11 @@ TEST(Export, PythonReferenceGivesRecallsLogits) {
     ASSERT_TRUE(in >> diff) << name;
     EXPECT_LT(diff, 1e-4) << name;
     EXPECT_GE(diff, 0.0) << name;
+    // model.pt's pickle, read opcode by opcode in Python: exactly the globals of a float32 state
+    // dict, none of which torch.load's weights_only unpickler (its default since 2.6) refuses
+    EXPECT_EQ(test::read_text((root / name / "globals.txt").string()),
+              "collections.OrderedDict\ntorch.FloatStorage\ntorch._utils._rebuild_tensor_v2\n")
+        << name;
   }
 }
 
@@ -176,15 +187,11 @@ TEST(Export, ConfigJsonNamesTheModel) {
   EXPECT_GT(fs::file_size(dir / "model.pt"), 1000u);
 }
 
-// What torch.load's weights_only unpickler (its default since torch 2.6) accepts: no global but
-// _rebuild_tensor_v2, the storage class and OrderedDict (LibTorch's own pickler would wrap the
-// dict in torch.jit._pickle.restore_type_tag).
-TEST(Export, StateDictPickleNeedsOnlyTheGlobalsTorchLoadAllows) {
+// The pickle's globals are checked in Python (PythonReferenceGivesRecallsLogits); here, the state
+// dict reads back in LibTorch.
+TEST(Export, StateDictPickleReadsBackInLibTorch) {
   Transformer model(base());
   const std::string zip = state_dict_pickle(*model);
-  EXPECT_EQ(zip.find("torch.jit"), std::string::npos);
-  EXPECT_EQ(zip.find("restore_type_tag"), std::string::npos);
-  EXPECT_NE(zip.find("torch._utils\n_rebuild_tensor_v2"), std::string::npos);
   // It reads back in LibTorch, name for name and bit for bit.
   const auto state = named_state(*model);
   // block i's tensors under blocks.i., as in the activation cache; the head mask is no weight
@@ -216,6 +223,117 @@ TEST(Export, SafetensorsHoldTheStateDict) {
     EXPECT_TRUE(torch::equal(file.tensors[i].second, state[i].second)) << state[i].first;
   }
   EXPECT_EQ(file.metadata.at("format"), "pt");
+}
+
+// A model of GPT-2's architecture (12 positions), away from its initialisation: unit norm gains and
+// zero biases would hide a misplaced parameter.
+Transformer gpt2_model(bool tied, Activation activation, int64_t ffn_mult, int seed) {
+  ModelConfig c = test::small_model(40, 32, 12);
+  c.n_heads = 4;
+  c.pos = PosKind::kLearned;
+  c.norm = NormKind::kLayerNorm;
+  c.bias = true;
+  c.tied_head = tied;
+  c.activation = activation;
+  c.ffn_mult = ffn_mult;
+  c.ffn_slots = 0;  // as recall import reads a GPT-2 model
+  torch::manual_seed(seed);
+  Transformer model(c);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.2);
+  model->eval();
+  return model;
+}
+
+std::vector<Transformer> gpt2_models() {
+  return {gpt2_model(true, Activation::kGeluTanh, 4, 0), gpt2_model(false, Activation::kGelu, 4, 1),
+          gpt2_model(false, Activation::kGeluTanh, 2, 2)};
+}
+
+// recall's model of the GPT-2 folder DIR (recall import's reading of it), every tensor bit for bit
+// as `model`'s.
+void expect_imports_as(const fs::path& dir, const Transformer& model) {
+  ForeignModel m = read_foreign_model(dir.string());
+  EXPECT_EQ(model_config_items(m.config), model_config_items(model->config)) << dir;
+  const Transformer back = build_foreign_model(m);
+  const auto want = named_state(*model), got = named_state(*back);
+  ASSERT_EQ(got.size(), want.size()) << dir;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first) << dir;
+    EXPECT_TRUE(torch::equal(got[i].second, want[i].second)) << dir << ": " << want[i].first;
+  }
+}
+
+TEST(ExportGpt2, ImportReadsItBackBitForBit) {
+  test::TempDir dir;
+  int i = 0;
+  for (const auto& model : gpt2_models()) {
+    const fs::path out = dir / ("gpt2-" + std::to_string(i++));
+    export_gpt2(model, {}, {}, out.string());
+    EXPECT_FALSE(fs::exists(out / "model.pt"));
+    expect_imports_as(out, model);
+  }
+}
+
+// Each key that GPT-2 has no place for, named in one line, and no folder made.
+TEST(ExportGpt2, OtherArchitecturesAreRefusedNamingTheKey) {
+  test::TempDir dir;
+  const std::vector<std::pair<std::function<void(ModelConfig&)>, std::string>> cases = {
+      {[](ModelConfig& c) { c.pos = PosKind::kRope; }, "pos = 'rope'"},
+      {[](ModelConfig& c) { c.norm = NormKind::kRmsNorm; }, "norm = 'rmsnorm'"},
+      {[](ModelConfig& c) { c.bias = false; }, "bias = false"},
+      {[](ModelConfig& c) { c.activation = Activation::kRelu; }, "activation = 'relu'"},
+      {[](ModelConfig& c) { c.ffn = FfnKind::kGlu; }, "ffn = 'glu'"},
+      {[](ModelConfig& c) { c.attn_rule = BetaRule::kSu; }, "attn_rule = 'su'"},
+      {[](ModelConfig& c) { c.attn_scale = 0.5; }, "attn_scale = 0.5"},
+      {[](ModelConfig& c) { c.attn_mem_kv = 2; }, "attn_mem_kv = 2"},
+      {[](ModelConfig& c) { c.attn_conv = 2; }, "attn_conv = 2"},
+      {[](ModelConfig& c) { c.attn_qk_norm = true; }, "attn_qk_norm = true"}};
+  for (const auto& [edit, needle] : cases) {
+    ModelConfig c = gpt2_model(true, Activation::kGelu, 4, 0)->config;
+    edit(c);
+    const fs::path out = dir / "refused";
+    try {
+      export_gpt2(Transformer(c), {}, {}, out.string());
+      ADD_FAILURE() << needle << ": exported";
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("--format gpt2: the model has " + needle), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+    EXPECT_FALSE(fs::exists(out)) << needle;
+  }
+}
+
+// transformers' GPT2LMHeadModel.from_pretrained loads the export with no missing, unexpected or
+// mismatched key and no warning, gives recall's logits within 1e-4, and what its save_pretrained
+// writes back imports bit for bit.
+TEST(ExportGpt2, TransformersLoadsItWithRecallsLogits) {
+  const std::string python = test::python_with("torch, transformers");
+  if (python.empty())
+    GTEST_SKIP() << "no Python with torch and transformers (scripts/build_torch2.sh makes one)";
+  test::TempDir dir;
+  int i = 0;
+  for (auto model : gpt2_models()) {
+    const fs::path out = dir / ("gpt2-" + std::to_string(i)),
+                   py = dir / ("py-" + std::to_string(i));
+    ++i;
+    export_gpt2(model, {}, {}, out.string());
+    torch::manual_seed(i);
+    const auto tokens = torch::randint(model->config.vocab_size, {2, 12}, torch::kInt64);
+    write_pickle(dir / "tokens.pt", tokens);
+    const std::string cmd = python + " '" + RECALL_SOURCE_DIR +
+                            "/tests/python/transformers_models.py' load '" + out.string() + "' '" +
+                            dir / "tokens.pt" + "' '" + py.string() + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const PickleRef logits = read_torch_file((py / "logits.pt").string());
+    ASSERT_EQ(logits->kind, PickleValue::Kind::kTensor);
+    torch::NoGradGuard no_grad;
+    const auto want = model->forward(tokens);
+    ASSERT_EQ(logits->tensor.sizes(), want.sizes());
+    EXPECT_LT((logits->tensor - want).abs().max().item<double>(), 1e-4) << out;
+    expect_imports_as(py / "resaved", model);
+  }
 }
 
 }  // namespace

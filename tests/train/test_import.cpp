@@ -101,6 +101,10 @@ TEST(ImportGolden, PeerGptCheckpointGivesPyTorchsLogits) {
       "' --threads 1 --save '" + ckpt + "'");
   run(python + " '" + kScript + "' nanogpt '" + ckpt + "' '" + (dir / "ref") + "' --compiled '" +
       (dir / "compiled.pt") + "'");
+  // nanoGPT's own checkpoint: the optimizer's state beside the model, passed over on import
+  const PickleRef saved = read_torch_file(ckpt);
+  ASSERT_NE(saved->get("optimizer"), nullptr);
+  ASSERT_NE(saved->get("optimizer")->get("state"), nullptr);
   const TrainConfig task = train_config_from_file(dir / "tiny.toml");
   const ForeignModel m = import_model(ckpt, task, dir / "run");
   EXPECT_FALSE(m.config.tied_head);  // peer_gpt's head is its own
@@ -114,6 +118,42 @@ TEST(ImportGolden, PeerGptCheckpointGivesPyTorchsLogits) {
   EXPECT_TRUE(c.config.tied_head);
   expect_golden(python, dir / "compiled.pt", dir / "ref/compiled", dir / "run-compiled",
                 "compiled");
+}
+
+// Folders that transformers' save_pretrained wrote: float32, float16 and bfloat16 weights, tied and
+// untied heads, single and sharded safetensors. recall's logits must be transformers' own forward's
+// (of the saved weights, widened to float32) within 1e-4.
+TEST(ImportGolden, TransformersFoldersGiveTransformersLogits) {
+  const std::string python = test::python_with("torch, transformers");
+  if (python.empty())
+    GTEST_SKIP() << "no Python with torch and transformers (scripts/build_torch2.sh makes one)";
+  TempDir dir;
+  TrainConfig task;
+  task.task.mqar_pairs = 2;  // the models are 12 positions long
+  const std::pair<std::string, bool> cases[] = {{"", true},
+                                                {"--untied --activation gelu --seed 1", false},
+                                                {"--dtype bfloat16 --untied --seed 2", false},
+                                                {"--dtype float16 --shard --seed 3", true},
+                                                {"--shard --untied --seed 4", false},
+                                                {"--dtype bfloat16 --shard --seed 5", true}};
+  int i = 0;
+  for (const auto& [flags, tied] : cases) {
+    const std::string folder = dir / ("saved-" + std::to_string(i++));
+    run(python + " '" + RECALL_SOURCE_DIR + "/tests/python/transformers_models.py' save '" +
+        folder + "' " + flags);
+    EXPECT_EQ(fs::exists(folder + "/model.safetensors.index.json"),
+              flags.find("--shard") != std::string::npos)
+        << flags;
+    const ForeignModel m = import_model(folder, task, folder + "-run");
+    EXPECT_EQ(m.config.tied_head, tied) << flags;
+    Restored r = restore(folder + "-run");
+    const auto tokens = load_tensor(folder + "/tokens.pt");
+    const auto want = load_tensor(folder + "/logits.pt");
+    torch::NoGradGuard no_grad;
+    const auto got = r.model->forward(tokens);
+    ASSERT_EQ(got.sizes(), want.sizes()) << flags;
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-4) << flags;
+  }
 }
 
 // A GPT-2-format model written here: GPT-2's names and layouts (Conv1D weights (in, out)).

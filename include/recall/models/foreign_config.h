@@ -4,6 +4,7 @@
 // aside, which evaluation does not apply) is refused with UsageError naming it, never approximated.
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "recall/core/torch_pickle.h"
@@ -23,5 +24,10 @@ ModelConfig model_config_from_nanogpt(const PickleValue& model_args, const std::
 // torch_dtype, bookkeeping such as transformers_version: what transformers 4.x and 5.x write) are
 // accepted.
 ModelConfig model_config_from_gpt2_json(const std::string& json_text, const std::string& source);
+
+// The GPT-2 config.json (GPT2Config's keys, as transformers reads them) of `c`, a model of GPT-2's
+// architecture: model_config_from_gpt2_json gives `c` back. Any other model is refused with
+// UsageError naming the first model key whose value GPT-2 has no place for (`flag` opens it).
+nlohmann::json gpt2_json_from_model_config(const ModelConfig& c, const std::string& flag);
 
 }  // namespace recall

@@ -5,6 +5,11 @@
 //   DIR/model.pt           {"tok_emb.weight": (vocab, D), "blocks.0.attn.qkv.weight": (3D, D), ...}
 //   DIR/model.safetensors  the same tensors under the same names
 //   DIR/config.json  {"model": {...ModelConfig keys...}, "task": ..., "step": ..., ...}
+// A model of GPT-2's architecture can also be written as a GPT-2-format folder, which transformers'
+// GPT2LMHeadModel.from_pretrained loads (and recall import reads back):
+//   DIR/config.json        GPT2Config's keys
+//   DIR/model.safetensors  GPT-2's names and layouts (recall/train/gpt2_names.h), float32
+//   DIR/vocabulary.json    a text run's {"text_units": ..., "vocabulary": [...]} (id -> unit)
 #pragma once
 #include <string>
 
@@ -14,6 +19,11 @@
 #include "recall/train/train_config.h"
 
 namespace recall {
+
+enum class ExportFormat { kRecall, kGpt2 };
+std::string to_string(ExportFormat v);
+// Throws std::invalid_argument naming the value and the accepted names.
+ExportFormat export_format_from_string(const std::string& s);
 
 // Every parameter and buffer of `module` under its dotted name (CPU copies), but the attention's
 // head_mask (inspection state, all ones in a trained model).
@@ -33,7 +43,14 @@ std::string state_dict_pickle(const torch::nn::Module& module);
 void export_model(const Transformer& model, const TrainConfig& config, int64_t step,
                   const std::vector<int64_t>& vocabulary, const std::string& out_dir);
 
-// export_model of the checkpoint at `checkpoint` (a file or a run folder).
-void export_checkpoint(const std::string& checkpoint, const std::string& out_dir);
+// Writes DIR/config.json and DIR/model.safetensors of GPT-2's format for `model` (and a text run's
+// vocabulary.json); a model of another architecture is refused with UsageError naming the key
+// (gpt2_json_from_model_config), before DIR is made.
+void export_gpt2(const Transformer& model, const TrainConfig& config,
+                 const std::vector<int64_t>& vocabulary, const std::string& out_dir);
+
+// export_model (or export_gpt2) of the checkpoint at `checkpoint` (a file or a run folder).
+void export_checkpoint(const std::string& checkpoint, const std::string& out_dir,
+                       ExportFormat format = ExportFormat::kRecall);
 
 }  // namespace recall

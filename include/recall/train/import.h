@@ -5,12 +5,8 @@
 //   GPT-2-format folder  config.json with model.safetensors (read by the format's rules), its
 //                        shards and model.safetensors.index.json, or pytorch_model.bin (a
 //                        torch.save state dict)
-// Both hold recall's learned-position LayerNorm GELU-MLP architecture under GPT-2's names:
-//   wte -> tok_emb, wpe -> pos_emb, h.i.ln_1 -> blocks.i.norm1, h.i.attn.c_attn -> attn.qkv,
-//   h.i.attn.c_proj -> attn.out, h.i.ln_2 -> norm2, h.i.mlp.c_fc -> ffn.w1,
-//   h.i.mlp.c_proj -> ffn.w2, ln_f -> norm_f, lm_head -> head (untied only).
-// c_attn's fused (3 D) output rows are q, k, v in order, as recall's qkv; GPT-2's Conv1D stores
-// weights (in, out) and is transposed. float16 and bfloat16 tensors are widened to float32
+// Both hold recall's learned-position LayerNorm GELU-MLP architecture under GPT-2's names
+// (recall/train/gpt2_names.h). float16 and bfloat16 tensors are widened to float32
 // (exactly). A tensor recall has no place for, a missing or misshapen one, a dtype it cannot hold
 // exactly or a weight holding NaN or Inf is refused with UsageError naming it.
 #pragma once
