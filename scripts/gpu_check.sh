@@ -7,7 +7,8 @@
 #   3. runs every command once on --device cuda (train, eval on cuda and on the CPU, sample,
 #      inspect, extrapolate, fit, probe);
 #   4. prints one JSON line each for recall bench train beside the PyTorch peer
-#      (scripts/peer_gpt.py) and recall bench probe, on the GPU.
+#      (scripts/peer_gpt.py), in fp32 and with bf16 products (--precision bf16 beside the peer's
+#      autocast), and recall bench probe, on the GPU.
 # Without a GPU it does the same on the CPU and says so. It takes about 5 minutes on 16 cores.
 #   RECALL_GPU_DEPS    the packages' folder (default .gpu-deps in the repository)
 #   RECALL_DEPS_PREFIX where they are unpacked (default /tmp/recall-deps)
@@ -62,5 +63,8 @@ say "every command ran on $device"
 threads=$(nproc)
 "$recall" bench train --config bench-gpt --device $device --threads "$threads"
 "$py" "$root/scripts/peer_gpt.py" --device $device --threads "$threads" --steps 30
+# bf16 products beside the peer under torch.autocast(bfloat16)
+"$recall" bench train --config bench-gpt --device $device --threads "$threads" --precision bf16
+"$py" "$root/scripts/peer_gpt.py" --device $device --threads "$threads" --steps 30 --bf16
 "$recall" bench probe --device $device --threads "$threads"
 say "done"

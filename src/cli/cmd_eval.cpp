@@ -6,14 +6,15 @@
 
 #include "commands.h"
 #include "recall/core/error.h"
+#include "recall/core/machine.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {
 
 void add_eval(CLI::App& root, Action& action) {
   struct Args {
-    std::string checkpoint, rule, device = "cpu";
-    int64_t seq_len = 0, batches = 0;
+    std::string checkpoint, rule, device = "cpu", precision;
+    int64_t seq_len = 0, batches = 0, max_memory = 0;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("eval", "score a checkpoint on its task");
@@ -25,17 +26,26 @@ void add_eval(CLI::App& root, Action& action) {
   cmd->add_option("--batches", args->batches, "evaluation batches (default: eval_batches)")
       ->check(positive());
   add_device_option(cmd, args->device);
+  add_precision_option(cmd, args->precision);
+  add_max_memory(cmd, args->max_memory);
   cmd->callback([args, &action] {
     action = [args] {
-      Restored r = restore(args->checkpoint, parse_device(args->device));
+      const torch::Device device = parse_device(args->device);
+      const ScopedPrecision precision(checked_precision(args->precision, device));
+      Restored r = restore(args->checkpoint, device);
       const auto& mc = r.config.model;
       const int64_t T = args->seq_len > 0 ? args->seq_len : mc.seq_len;
       if (mc.pos == PosKind::kLearned && T > mc.seq_len)
         throw UsageError(fmt::format("--seq-len {}: this model has learned positions for {} tokens",
                                      T, mc.seq_len));
       if (!args->rule.empty()) r.model->set_attn_rule(beta_rule_from_string(args->rule));
-      auto task = make_task(r.config, r.vocabulary);
       const auto& tc = r.config.trainer;
+      // a length far past memory is refused here, not met with bad_alloc in the forward
+      std::string parts;
+      check_memory(fmt::format("--seq-len {}", T),
+                   estimate_eval_memory(r.config, T, tc.batch_size, device, &parts), parts,
+                   args->max_memory);
+      auto task = make_task(r.config, r.vocabulary);
       Rng rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);  // the training eval set
       const auto set = task->eval_set(args->batches > 0 ? args->batches : tc.eval_batches,
                                       tc.batch_size, T, rng);
@@ -43,7 +53,8 @@ void add_eval(CLI::App& root, Action& action) {
                          {"step", r.step},
                          {"task", to_string(r.config.task.kind)},
                          {"seq_len", T},
-                         {"rule", args->rule.empty() ? to_string(mc.attn_rule) : args->rule}};
+                         {"rule", args->rule.empty() ? to_string(mc.attn_rule) : args->rule},
+                         {"precision", to_string(matmul_precision())}};
       for (const auto& [k, v] : evaluate(r.model, *task, set)) out[k] = v;
       fmt::print("{}\n", out.dump());
       return 0;

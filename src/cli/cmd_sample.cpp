@@ -44,7 +44,7 @@ std::optional<double> logged_bits_per_char(const std::string& checkpoint, int64_
 
 void add_sample(CLI::App& root, Action& action) {
   struct Args {
-    std::string checkpoint, prompt, device = "cpu";
+    std::string checkpoint, prompt, device = "cpu", precision;
     int64_t tokens = 200, seed = 0, top_k = 0, samples = 1;
     double temperature = 1.0;
   };
@@ -61,9 +61,12 @@ void add_sample(CLI::App& root, Action& action) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", args->seed, "sampling seed")->check(non_negative());
   add_device_option(cmd, args->device);
+  add_precision_option(cmd, args->precision);
   cmd->callback([args, &action] {
     action = [args] {
       const torch::Device device = parse_device(args->device);
+      const ScopedPrecision precision(checked_precision(args->precision, device));
+      const AutocastScope autocast(device);
       Restored r = restore(args->checkpoint, device);
       // sampling needs only the vocabulary, not the corpus
       auto task = r.config.task.kind == TaskKind::kText

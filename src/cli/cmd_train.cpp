@@ -13,7 +13,7 @@ namespace recall::cli {
 
 void add_train(CLI::App& root, Action& action) {
   struct Args {
-    std::string config, out, device = "cpu";
+    std::string config, out, device = "cpu", precision;
     std::vector<std::string> sets;
     bool resume = false;
     int64_t max_memory = 0;
@@ -29,6 +29,7 @@ void add_train(CLI::App& root, Action& action) {
       ->required();
   cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
   add_device_option(cmd, args->device);
+  add_precision_option(cmd, args->precision);
   add_max_memory(cmd, args->max_memory);
   cmd->add_option("--nproc", args->nproc,
                   "train as N processes on this host, each on 1/N of every batch (default 1)")
@@ -38,6 +39,7 @@ void add_train(CLI::App& root, Action& action) {
                   "exchange) before it fails (default 300)")
       ->check(number_in(1, 86400, "in [1, 86400]"));
   cmd->callback([args, &action] {
+    if (!args->precision.empty()) args->sets.push_back("precision=" + args->precision);
     action = [args] {
       const auto timeout =
           std::chrono::milliseconds(static_cast<int64_t>(args->dist_timeout * 1000));

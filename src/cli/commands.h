@@ -10,6 +10,7 @@
 
 #include "recall/cli/app.h"
 #include "recall/core/device.h"
+#include "recall/core/precision.h"
 
 namespace recall {
 struct ProbeConfig;
@@ -40,6 +41,13 @@ std::function<int(int64_t)> stop_on_signal();
 // --max-memory SIZE (512M, 4G ...) into `bytes`: the limit that the command's memory estimate
 // must stay under, instead of what the machine has free (recall/core/machine.h check_memory).
 void add_max_memory(CLI::App* cmd, int64_t& bytes);
+
+// --precision fp32|bf16 into `precision` ("" when not given): the matrix products' precision
+// (recall/core/precision.h).
+void add_precision_option(CLI::App* cmd, std::string& precision);
+// The precision a command runs under, checked for `device` (exit 2 with one line when bf16 cannot
+// run here); fp32 when `precision` is "".
+Precision checked_precision(const std::string& precision, const torch::Device& device);
 
 void add_theory(CLI::App& root, Action& action);
 void add_probe(CLI::App& root, Action& action);

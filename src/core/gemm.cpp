@@ -9,6 +9,7 @@
 #include <string>
 
 #include "recall/core/kernels.h"
+#include "recall/core/precision.h"
 #include "recall/core/row_math.h"
 
 namespace recall {
@@ -66,6 +67,46 @@ SgemmFn sgemm_fn() {
   return fn;
 }
 
+std::atomic<int64_t> bf16_calls{0};
+
+// bf16 GEMMs: C (float32) = alpha op(A) op(B) + beta C over bfloat16 A and B (uint16 bit
+// patterns), float32 accumulation. oneDNN's has dnnl_sgemm's row-major arguments; MKL's is CBLAS.
+using Bf16GemmFn = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                           const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                           float beta, float* C, int64_t ldc);
+using CblasBf16Fn = void (*)(int layout, int transa, int transb, int m, int n, int k, float alpha,
+                             const uint16_t* A, int lda, const uint16_t* B, int ldb, float beta,
+                             float* C, int ldc);
+
+CblasBf16Fn mkl_bf16() {
+  static const auto fn =
+      mkl_sgemm() ? reinterpret_cast<CblasBf16Fn>(dlsym(RTLD_DEFAULT, "cblas_gemm_bf16bf16f32"))
+                  : CblasBf16Fn{nullptr};
+  return fn;
+}
+
+int mkl_row_major_bf16(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                       float* C, int64_t ldc) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (std::max({M, N, K, lda, ldb, ldc}) > kMax) return 2;      // dnnl_invalid_arguments
+  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS's enums
+  mkl_bf16()(kRowMajor, transa == 'T' ? kTrans : kNoTrans, transb == 'T' ? kTrans : kNoTrans,
+             static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
+             static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+  return 0;
+}
+
+// The process's bf16 GEMM beside its sgemm: oneDNN's where dnnl_sgemm is oneDNN's, else MKL's.
+Bf16GemmFn bf16_fn() {
+  static const Bf16GemmFn fn = [] {
+    if (dlsym(RTLD_DEFAULT, "dnnl_sgemm"))
+      return reinterpret_cast<Bf16GemmFn>(dlsym(RTLD_DEFAULT, "dnnl_gemm_bf16bf16f32"));
+    return mkl_bf16() ? &mkl_row_major_bf16 : Bf16GemmFn{nullptr};
+  }();
+  return fn;
+}
+
 // A matrix operand of a (possibly batched) float tensor: the last two dims are rows x cols, stored
 // row-major ('N', leading dimension ld) or column-major ('T').
 struct Operand {
@@ -108,6 +149,29 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   }
   if (c.numel() == 0) return c;
   if (K == 0) return bias.defined() ? c : c.zero_();
+  if (matmul_precision() == Precision::kBf16 && bf16_fn()) {
+    // Both operands rounded to bfloat16 once per product (their strides kept, so a transposed
+    // weight is read as one); the product accumulates in float32 onto c.
+    const Operand A = operand(a.to(torch::kBFloat16)), B = operand(b.to(torch::kBFloat16));
+    const int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0;
+    const auto* pa = reinterpret_cast<const uint16_t*>(A.t.data_ptr<at::BFloat16>());
+    const auto* pb = reinterpret_cast<const uint16_t*>(B.t.data_ptr<at::BFloat16>());
+    float* pc = c.data_ptr<float>();
+    auto gemm = [&](int64_t i) {
+      bf16_calls.fetch_add(1, std::memory_order_relaxed);
+      const int status = bf16_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha),
+                                   pa + i * sa, A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
+      TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
+    };
+    if (n == 1) {
+      gemm(0);
+    } else {
+      at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) gemm(i);
+      });
+    }
+    return c;
+  }
   const Operand A = operand(a), B = operand(b);
   const int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0;
   const float* pa = A.t.data_ptr<float>();
@@ -234,6 +298,16 @@ std::string fast_gemm_name() {
 
 int64_t fast_gemm_calls() {
   return sgemm_calls.load(std::memory_order_relaxed);
+}
+
+std::string bf16_gemm_name() {
+  if (!bf16_fn()) return "";
+  return bf16_fn() == &mkl_row_major_bf16 ? "MKL cblas_gemm_bf16bf16f32"
+                                          : "oneDNN dnnl_gemm_bf16bf16f32";
+}
+
+int64_t bf16_gemm_calls() {
+  return bf16_calls.load(std::memory_order_relaxed);
 }
 
 int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,

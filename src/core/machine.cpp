@@ -26,6 +26,7 @@
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
+#include "recall/core/precision.h"
 #include "recall/core/torch.h"
 
 namespace recall {
@@ -229,17 +230,25 @@ double measured_peak(const c10::Device& device, std::string* how) {
 }  // namespace
 
 std::string gemm_backend(const c10::Device& device) {
-  if (fast_gemm_available() && fast_kernels(device) && device.is_cpu()) return fast_gemm_name();
-  if (device.is_cpu()) return fmt::format("torch::matmul ({})", torch_blas_name());
-  return fmt::format("torch::matmul ({})", device.str());
+  const bool bf16 = matmul_precision() == Precision::kBf16;
+  if (fast_gemm_available() && fast_kernels(device) && device.is_cpu())
+    return bf16 && !bf16_gemm_name().empty() ? bf16_gemm_name() + " on " + cpu_bf16_units()
+                                             : fast_gemm_name();
+  const std::string autocast = bf16 ? " under bf16 autocast" : "";
+  if (device.is_cpu()) return fmt::format("torch::matmul ({}){}", torch_blas_name(), autocast);
+  return fmt::format("torch::matmul ({}){}", device.str(), autocast);
+}
+
+bool cpu_has_flag(const std::string& flag) {
+  return (" " + cpuinfo_field("flags") + " ").find(" " + flag + " ") != std::string::npos;
 }
 
 std::string kernel_report() {
   const bool cuda = torch::cuda::is_available();
   return fmt::format(
-      "gemm: {}\nfast sgemm: {}\ntorch blas: {}\nlibtorch: {}\ncuda: {}",
+      "gemm: {}\nfast sgemm: {}\nbf16 gemm: {}\ntorch blas: {}\nlibtorch: {}\ncuda: {}",
       gemm_backend(c10::Device(c10::kCPU)), fast_gemm_available() ? fast_gemm_name() : "not found",
-      torch_blas_name(), TORCH_VERSION,
+      bf16_kernel_report(), torch_blas_name(), TORCH_VERSION,
       cuda ? fmt::format("available ({} devices)", torch::cuda::device_count()) : "not available");
 }
 

@@ -67,6 +67,8 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Dev
   r.step_ms = dt * 1e3;
   r.peak_gflops = run.peak_flops / 1e9;
   r.peak_kind = run.peak_kind;
+  r.precision = tc.precision;
+  const ScopedPrecision precision(tc.precision);  // the GEMM that ran, as the run had it
   r.gemm = gemm_backend(device);
   r.flops_per_token = flops_per_token(config, params);
   r.useful_flops_per_token = useful_flops_per_token(config, params);
@@ -81,6 +83,7 @@ std::string to_json(const BenchTrainResult& r) {
   j["impl"] = "recall-cpp";
   j["device"] = r.device;
   j["gemm"] = r.gemm;
+  j["precision"] = to_string(r.precision);
   j["params"] = r.params;
   j["tokens_per_s"] = std::llround(r.tokens_per_s);
   j["step_ms"] = std::round(r.step_ms * 10) / 10;
@@ -94,8 +97,9 @@ std::string to_json(const BenchTrainResult& r) {
   return j.dump();
 }
 
-int run_bench_train(const std::string& config_path, int64_t steps, const torch::Device& device) {
-  const auto r = bench_train(train_config_from_file(config_path), steps, device);
+int run_bench_train(const std::string& config_path, int64_t steps, const torch::Device& device,
+                    const std::vector<std::string>& sets) {
+  const auto r = bench_train(train_config_from_file(config_path, sets), steps, device);
   if (dist_env_from_environment().rank == 0) fmt::print("{}\n", to_json(r));
   return 0;
 }

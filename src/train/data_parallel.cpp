@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "recall/core/kernels.h"
+#include "recall/core/precision.h"
 
 namespace recall {
 
@@ -19,7 +20,8 @@ namespace {
 // Sum (not mean) of the cross-entropy over the scored positions of x (b, T), times `scale`.
 torch::Tensor scored_loss(Transformer& model, const torch::Tensor& x, const torch::Tensor& y,
                           const torch::Tensor& mask, double scale) {
-  auto logits = model->forward_at(x, mask);  // (scored, vocab)
+  const AutocastScope autocast(x.device());  // bf16 products where the fast paths do not run
+  auto logits = model->forward_at(x, mask).to(torch::kFloat32);  // (scored, vocab)
   namespace F = torch::nn::functional;
   return F::cross_entropy(logits, y.index({mask}),
                           F::CrossEntropyFuncOptions().reduction(torch::kSum)) *

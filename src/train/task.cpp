@@ -41,7 +41,8 @@ std::string Task::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
-std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int64_t>& vocabulary) {
+std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int64_t>& vocabulary,
+                                int64_t max_memory) {
   switch (config.task.kind) {
     case TaskKind::kMqar:
       return std::make_unique<MqarTask>(config.model.vocab_size, config.task.mqar_pairs,
@@ -49,7 +50,7 @@ std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int
     case TaskKind::kFacts:
       return std::make_unique<FactsTask>(config.task, static_cast<uint64_t>(config.trainer.seed));
     case TaskKind::kText:
-      return std::make_unique<TextTask>(config.task, vocabulary);
+      return std::make_unique<TextTask>(config.task, vocabulary, max_memory);
   }
   throw std::invalid_argument("task: unknown kind");
 }

@@ -80,6 +80,8 @@ const std::vector<Key>& keys() {
       int_key<TrainConfig>("seed", RECALL_REF(int64_t, c.trainer.seed), 0,
                            std::numeric_limits<int64_t>::max()),
       real_key<TrainConfig>("peak_flops", RECALL_REF(double, c.trainer.peak_flops), 0, false, kInf),
+      enum_key<TrainConfig>("precision", RECALL_REF(Precision, c.trainer.precision),
+                            precision_from_string, to_string),
   };
   return table;
 }

@@ -23,6 +23,7 @@
 #include "recall/core/io.h"
 #include "recall/core/kernels.h"
 #include "recall/core/machine.h"
+#include "recall/core/precision.h"
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/models/block.h"
@@ -132,8 +133,9 @@ double mean_step_seconds(const std::vector<double>& step_seconds) {
   return sum / static_cast<double>(step_seconds.size() - skip);
 }
 
-std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary) {
-  auto task = make_task(config, vocabulary);
+std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary,
+                                   int64_t max_memory) {
+  auto task = make_task(config, vocabulary, max_memory);
   if (config.task.kind == TaskKind::kText) config.model.vocab_size = task->vocab_size();
   config.model.validate();
   return task;
@@ -147,7 +149,8 @@ std::map<std::string, double> evaluate(Transformer& model, const Task& task,
   const auto device = model->parameters().front().device();
   for (const Batch& cpu_batch : set) {
     const Batch b = to_device(cpu_batch, device);
-    auto logits = model->forward_at(b.x, b.mask);
+    const AutocastScope autocast(device);
+    auto logits = model->forward_at(b.x, b.mask).to(torch::kFloat32);
     auto target = b.y.index({b.mask});
     ce_sum +=
         torch::nn::functional::cross_entropy(
@@ -278,6 +281,7 @@ RunStart check_start(const TrainConfig& config, const TrainOptions& options) {
   std::string parts;
   const double bytes = estimate_train_memory(start.config, at::get_num_threads(), &parts);
   check_memory("training " + options.out_dir, bytes, parts, options.max_memory);
+  check_precision(config.trainer.precision, options.device, "precision =");
   if (start.resume) start.ckpt = load_checkpoint(ckpt_file);
   if (start.resume && start.ckpt.optimizer.empty())
     throw UsageError(
@@ -285,7 +289,7 @@ RunStart check_start(const TrainConfig& config, const TrainOptions& options) {
                     "state to continue; it is for eval, sample, inspect, extrapolate "
                     "and export",
                     ckpt_file));
-  start.task = resolve_task(start.config, start.ckpt.vocabulary);
+  start.task = resolve_task(start.config, start.ckpt.vocabulary, options.max_memory);
   if (start.resume) check_checkpoint_config(start.config, start.ckpt.config_toml, ckpt_file);
   start.env = dist_env_from_environment();
   if (start.resume && start.ckpt.world_size != start.env.world_size)
@@ -350,6 +354,7 @@ class TrainingRun {
       : options_(options),
         config_(std::move(start.config)),
         tc_(config_.trainer),
+        precision_(tc_.precision),
         resume_(start.resume),
         task_(std::move(start.task)),
         state_(config_, start.resume ? &start.ckpt : nullptr, options.device),
@@ -550,6 +555,7 @@ class TrainingRun {
   const TrainOptions& options_;
   const TrainConfig config_;
   const TrainerConfig& tc_;
+  const ScopedPrecision precision_;  // the run's products, its evaluations' too
   const bool resume_;
   const std::unique_ptr<Task> task_;
   TrainState state_;

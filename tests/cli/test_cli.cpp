@@ -157,7 +157,8 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
   fs::create_directories(dir / "empty_folder");
   fs::create_directories(dir / "not_a_run");
   write("not_a_run/notes.txt", "hello\n");
-  // a sparse file of 4 GiB: refused for memory before it is read, not met with bad_alloc
+  // a sparse file of 4 GiB: refused for memory before it is read, not met with bad_alloc (about
+  // 104 GiB estimated)
   const std::string huge = write("huge.txt", "");
   fs::resize_file(huge, 4ull << 30);
   const std::string out = " --out " + d + "/out",
@@ -187,7 +188,8 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
       {train + empty + out, "0 characters"},
       {train + one + out, "1 characters"},
       {train + binary + out, "binary"},
-      {train + huge + out, "needs an estimated"},
+      // against a stated limit, so that a machine with 104 GiB free refuses it as well
+      {train + huge + out + " --max-memory 4G", "more than --max-memory 4.0 GiB"},
       {"sample --checkpoint " + bad_ckpt + " --temperature -1", "--temperature"},
       {"sample --checkpoint " + bad_ckpt + " --temperature nan", "--temperature"},
       {"sample --checkpoint " + bad_ckpt + " --top-k -1", "--top-k: -1: must be a number >= 0"},

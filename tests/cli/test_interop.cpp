@@ -161,6 +161,17 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
+  // The same run evaluated far past memory, against a stated limit (so on any machine), and
+  // under a precision that does not exist: refused with one line, exit 2
+  for (const auto& [flags, needle] :
+       {std::pair<std::string, std::string>{" --seq-len 1000000 --max-memory 1G",
+                                            "--seq-len 1000000 needs an estimated"},
+        {" --precision fp16", "--precision"}}) {
+    const CliResult r = run_recall("eval --checkpoint " + run + flags);
+    EXPECT_EQ(r.code, 2) << flags;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   // A GPT-2 folder of a model that is not GPT-2's: one line naming the key, no folder
   for (const auto& [format, needle] : {std::pair<std::string, std::string>{"gpt2", "pos = 'none'"},
                                        {"onnx", "--format 'onnx' is unknown"}}) {

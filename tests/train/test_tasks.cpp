@@ -73,9 +73,13 @@ TEST(MqarTask, ManyKeysFewValues) {
         row_values.insert(v);
         seen_values.insert(v);
       }
-      if (pairs <= values) EXPECT_EQ(row_values.size(), static_cast<size_t>(pairs));
+      if (pairs <= values) {
+        EXPECT_EQ(row_values.size(), static_cast<size_t>(pairs));
+      }
       for (int64_t t = 2 * pairs; t < 4 * pairs; ++t)
-        if (m[r][t]) EXPECT_EQ(y[r][t], kv.at(x[r][t]));
+        if (m[r][t]) {
+          EXPECT_EQ(y[r][t], kv.at(x[r][t]));
+        }
     }
     EXPECT_EQ(seen_values.size(), static_cast<size_t>(values));
   }

@@ -24,6 +24,9 @@ std::string gemm_backend(const c10::Device& device = c10::Device(c10::kCPU));
 // or none, the OpenBLAS core, the LibTorch version, CUDA), for --version.
 std::string kernel_report();
 
+// Whether /proc/cpuinfo lists `flag` (e.g. "avx512_bf16") among the CPU's flags.
+bool cpu_has_flag(const std::string& flag);
+
 // The CPU's theoretical fp32 rate on `threads` cores: SIMD lanes (AVX-512 16, AVX2 8, SSE 4) x 2
 // FLOPs per FMA x 2 FMA units (the most a core of that ISA has, so an upper bound) x the clock
 // (cpufreq's maximum, else the "@ x GHz" of the model name, else /proc/cpuinfo's MHz). 0 when the

@@ -4,7 +4,8 @@
 // and left out; evaluation and the checkpoint come after the last step, outside the timings.
 // MFU counts (6 N + 12 L d T) FLOPs per token (nanoGPT's estimate, as the peer does) against the
 // peak the trainer divides by (recall/core/machine.h: the larger of the measured and the
-// theoretical fp32 rate); useful_mfu counts the useful FLOPs (useful_flops_per_token) instead.
+// theoretical fp32 rate; under precision = bf16, the bf16 GEMM's measured rate); useful_mfu counts
+// the useful FLOPs (useful_flops_per_token) instead.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,7 +19,8 @@ struct BenchTrainResult {
   double tokens_per_s = 0, step_ms = 0, peak_gflops = 0, mfu = 0, useful_mfu = 0;
   double flops_per_token = 0, useful_flops_per_token = 0;
   std::string peak_kind;  // "measured", "theoretical" or "config"
-  std::string gemm;       // the GEMM backend (gemm_backend)
+  std::string gemm;       // the GEMM backend (gemm_backend) under the run's precision
+  Precision precision = Precision::kFp32;
   std::string device = "cpu";
   int nproc = 1;  // processes that trained (WORLD_SIZE): tokens_per_s counts all of their tokens
 };
@@ -30,15 +32,17 @@ struct BenchTrainResult {
 BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
                              const torch::Device& device = torch::kCPU);
 
-// One JSON line: {"impl":"recall-cpp","device":"cpu","gemm":..,"params":..,"tokens_per_s":..,
+// One JSON line:
+// {"impl":"recall-cpp","device":"cpu","gemm":..,"precision":..,"params":..,"tokens_per_s":..,
 // "step_ms":..,"peak_gflops":..,"peak":..,"flops_per_token_6n_12ldt":..,"mfu":..,
 // "useful_flops_per_token":..,"useful_mfu":..} and "nproc" when more than one process trained.
 std::string to_json(const BenchTrainResult& result);
 
-// Reads the config (a file or a recipe name), runs the benchmark and prints the JSON line (rank 0
-// only, when several processes train). Returns
-// the process exit code.
+// Reads the config (a file or a recipe name) with `sets` ("key=value") over it, runs the benchmark
+// and prints the JSON line (rank 0 only, when several processes train). Returns the process exit
+// code.
 int run_bench_train(const std::string& config_path, int64_t steps,
-                    const torch::Device& device = torch::kCPU);
+                    const torch::Device& device = torch::kCPU,
+                    const std::vector<std::string>& sets = {});
 
 }  // namespace recall

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "recall/core/precision.h"
 #include "recall/models/transformer.h"
 
 namespace recall {
@@ -47,6 +48,9 @@ struct TrainerConfig {
   int64_t checkpoint_every = 0;  // 0: checkpoint only at the end or when stopped
   int64_t seed = 0;
   double peak_flops = 0;  // per second, for MFU; 0: the machine's peak (core/machine.h)
+  // The matrix products' precision (recall/core/precision.h): fp32, or bf16 operands with fp32
+  // accumulation; weights, optimizer and checkpoints stay fp32 either way.
+  Precision precision = Precision::kFp32;
 };
 
 struct TrainConfig {

@@ -119,9 +119,10 @@ struct RunContext {
 TrainResult train_run(const TrainConfig& config, const std::string& out_dir,
                       const RunContext& context);
 
-// Sets up the task for `config`, fixing vocab_size where the task decides it (text).
-std::unique_ptr<Task> resolve_task(TrainConfig& config,
-                                   const std::vector<int64_t>& vocabulary = {});
+// Sets up the task for `config`, fixing vocab_size where the task decides it (text); `max_memory`
+// bounds the corpus's memory (make_task).
+std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary = {},
+                                   int64_t max_memory = 0);
 
 // The batch's tensors on `device`.
 Batch to_device(const Batch& batch, const torch::Device& device);
