@@ -3,7 +3,7 @@
 // (RECALL_REQUIRE_FAST_GEMM=1, which ctest sets when the CMake option of that name is on, as it is
 // on x86-64), a missing sgemm fails the test instead of skipping it: the fast-versus-reference
 // comparison would otherwise compare the reference with itself. Such a test also checks with
-// fast_gemm_calls() that the fast sgemm is what ran.
+// fast_calls(FastKernel::kSgemm) that the fast sgemm is what ran.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -6,6 +6,8 @@
 // - RECALL_REQUIRE, a ':'-separated list of test names or patterns ('*' and '?' as in
 //   --gtest_filter), names tests that must run: one of them skipping fails the program. CI sets it
 //   for the tests whose dependency or privilege it has, so that those cannot skip unnoticed.
+// - Under RECALL_KERNELS=reference (the *_reference_kernels reruns) the program fails when any
+//   fused kernel ran (recall/core/kernels.h counts their calls).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "recall/core/blas.h"
+#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
 
 namespace {
@@ -78,6 +81,15 @@ int main(int argc, char** argv) {
   ::testing::UnitTest::GetInstance()->listeners().Append(report);
   const int code = RUN_ALL_TESTS();
   if (code != 0 || report->required_skipped()) return 1;
+  // A rerun on the references (RECALL_KERNELS=reference) compares torch with torch only if no
+  // fused kernel ran in it.
+  if (recall::kernels_from_environment() == recall::Kernels::kReference)
+    for (const recall::FastKernel k : recall::all_fast_kernels())
+      if (const int64_t n = recall::fast_calls(k); n > 0) {
+        std::printf("error: RECALL_KERNELS=reference, but the fused %s kernel ran %lld times\n",
+                    recall::to_string(k).c_str(), static_cast<long long>(n));
+        return 1;
+      }
   const auto* unit = ::testing::UnitTest::GetInstance();
   if (unit->skipped_test_count() > 0 && unit->successful_test_count() == 0) return kSkippedExitCode;
   return 0;

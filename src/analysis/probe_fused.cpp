@@ -9,6 +9,7 @@
 
 #include "recall/analysis/probe_weights.h"
 #include "recall/analysis/tile_gemm.h"
+#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
 
 namespace recall {
@@ -285,6 +286,7 @@ FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStre
                          int64_t end, const float* Qt, int64_t ldq,
                          const std::vector<int64_t>& boundaries, ProbeProfile& profile,
                          const std::function<void(double)>& progress) {
+  count_fast_call(FastKernel::kProbeTile);
   constexpr int64_t kBlock = MemoryStream::kBlock, kRows = MemoryStream::kPieceRows;
   const Operands op{Qt, ldq, stream.d_k(), stream.d_v(), &boundaries};
   const auto workers = static_cast<size_t>(std::max(1, at::get_num_threads()));

@@ -26,8 +26,6 @@ using FortranSgemmFn = void (*)(const char* transa, const char* transb, const in
                                 const float* b, const int* ldb, const float* beta, float* c,
                                 const int* ldc);
 
-std::atomic<int64_t> sgemm_calls{0};
-
 // MKL's sgemm, where MKL is in the process: PyPI's torch links MKL statically and exports its
 // BLAS, but not oneDNN's API. MKL is told apart from another BLAS's sgemm_ (Debian's torch loads
 // OpenBLAS, whose sgemm_ is slower on recent Xeons) by MKL_Set_Dynamic, which it needs anyway:
@@ -66,8 +64,6 @@ SgemmFn sgemm_fn() {
   }();
   return fn;
 }
-
-std::atomic<int64_t> bf16_calls{0};
 
 // bf16 GEMMs: C (float32) = alpha op(A) op(B) + beta C over bfloat16 A and B (uint16 bit
 // patterns), float32 accumulation. oneDNN's has dnnl_sgemm's row-major arguments; MKL's is CBLAS.
@@ -158,7 +154,7 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
     const auto* pb = reinterpret_cast<const uint16_t*>(B.t.data_ptr<at::BFloat16>());
     float* pc = c.data_ptr<float>();
     auto gemm = [&](int64_t i) {
-      bf16_calls.fetch_add(1, std::memory_order_relaxed);
+      count_fast_call(FastKernel::kBf16Gemm);
       const int status = bf16_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha),
                                    pa + i * sa, A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
       TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
@@ -178,7 +174,7 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   const float* pb = B.t.data_ptr<float>();
   float* pc = c.data_ptr<float>();
   auto gemm = [&](int64_t i) {
-    sgemm_calls.fetch_add(1, std::memory_order_relaxed);
+    count_fast_call(FastKernel::kSgemm);
     const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
                                   A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
     TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
@@ -296,24 +292,16 @@ std::string fast_gemm_name() {
   return sgemm_fn() == &mkl_row_major_sgemm ? "MKL sgemm" : "oneDNN dnnl_sgemm";
 }
 
-int64_t fast_gemm_calls() {
-  return sgemm_calls.load(std::memory_order_relaxed);
-}
-
 std::string bf16_gemm_name() {
   if (!bf16_fn()) return "";
   return bf16_fn() == &mkl_row_major_bf16 ? "MKL cblas_gemm_bf16bf16f32"
                                           : "oneDNN dnnl_gemm_bf16bf16f32";
 }
 
-int64_t bf16_gemm_calls() {
-  return bf16_calls.load(std::memory_order_relaxed);
-}
-
 int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc) {
-  sgemm_calls.fetch_add(1, std::memory_order_relaxed);
+  count_fast_call(FastKernel::kSgemm);
   return sgemm_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 
+#include "recall/core/enum_names.h"
 #include "recall/core/error.h"
 
 namespace recall {
@@ -12,6 +14,10 @@ namespace {
 
 // -1: follow the environment; otherwise the Kernels value of the active override.
 std::atomic<int> g_override{-1};
+
+constexpr std::array<const char*, 7> kFastKernelNames = {
+    "sgemm", "bf16_gemm", "attention", "layer_norm", "adamw", "probe_tile", "data_parallel"};
+std::array<std::atomic<int64_t>, kFastKernelNames.size()> g_calls{};
 
 }  // namespace
 
@@ -34,6 +40,22 @@ bool reference_kernels() {
   }();
   const int o = g_override.load(std::memory_order_relaxed);
   return o < 0 ? from_env : o == static_cast<int>(Kernels::kReference);
+}
+
+std::string to_string(FastKernel k) {
+  return enum_name(kFastKernelNames, k);
+}
+
+std::vector<FastKernel> all_fast_kernels() {
+  return enum_values<FastKernel>(kFastKernelNames);
+}
+
+void count_fast_call(FastKernel k) {
+  g_calls[static_cast<size_t>(k)].fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t fast_calls(FastKernel k) {
+  return g_calls[static_cast<size_t>(k)].load(std::memory_order_relaxed);
 }
 
 ScopedKernels::ScopedKernels(Kernels kernels)

@@ -77,6 +77,7 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
     const bool fast = fast_kernels(x.device()) && x.scalar_type() == torch::kFloat32 &&
                       weight.scalar_type() == torch::kFloat32 && x.numel() > 0;
     if (!fast) return layer_norm_reference(x);
+    count_fast_call(FastKernel::kLayerNorm);
     auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
     return LayerNormFunction::apply(x.reshape({-1, options.dim()}), weight, b, options.eps())
         .view(x.sizes());  // (n, D) rows back to (..., D)

@@ -166,6 +166,7 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   check_arg(causal_attention_runs(q, k, v),
             "causal_attention: needs non-empty float32 CPU tensors, oneDNN's sgemm and the fast "
             "kernels; elsewhere the attention store runs AttentionImpl::attend_reference");
+  count_fast_call(FastKernel::kAttention);
   const bool grad = torch::GradMode::is_enabled() &&
                     (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (grad) return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);

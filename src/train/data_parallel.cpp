@@ -120,6 +120,7 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
     unhook();
     return loss.item<double>();
   }
+  count_fast_call(FastKernel::kDataParallel);
   std::vector<double> losses(n, 0.0);
   std::vector<std::vector<torch::Tensor>> grads(n);  // grads[w][i]: worker w's for parameter i
   std::vector<std::exception_ptr> errors(n);

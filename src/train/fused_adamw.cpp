@@ -156,6 +156,7 @@ void FusedAdamW::load(torch::serialize::InputArchive& archive) {
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   if (!fast_kernels(device_)) return torch::optim::AdamW::step(std::move(closure));
+  count_fast_call(FastKernel::kAdamW);
   torch::Tensor loss;
   if (closure) {
     at::AutoGradMode enable_grad(true);

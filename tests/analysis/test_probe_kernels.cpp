@@ -96,12 +96,15 @@ TEST(ProbeKernels, FusedProbeMatchesTorchOps) {
   c.ref_len = 64;
   c.rule_m_max = 4096;
   c.rule_queries = 20;
+  const int64_t calls = fast_calls(FastKernel::kProbeTile);
   const auto fused = run_probe(c);
+  EXPECT_EQ(fast_calls(FastKernel::kProbeTile) - calls, c.trials) << "the fused path did not run";
   ProbeResult ref;
   {
     ScopedKernels reference(Kernels::kReference);
     ref = run_probe(c);
   }
+  EXPECT_EQ(fast_calls(FastKernel::kProbeTile) - calls, c.trials) << "the reference ran fused";
   auto close = [](const IsrSummary& a, const IsrSummary& b) {
     return a.count == b.count && std::abs(a.median - b.median) <= 1e-4 * b.median &&
            std::abs(a.rms - b.rms) <= 1e-4 * b.rms && std::abs(a.p90 - b.p90) <= 1e-4 * b.p90;

@@ -45,7 +45,8 @@ void expect_bf16(const torch::Tensor& got, const torch::Tensor& exact, const tor
 TEST(Bf16Gemm, MatmulWithinTheRoundingBoundForwardAndBackward) {
   RECALL_BF16_OR_SKIP();
   const ScopedPrecision bf16(Precision::kBf16);
-  const int64_t calls = bf16_gemm_calls(), fp32_calls = fast_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm),
+                fp32_calls = fast_calls(FastKernel::kSgemm);
   torch::manual_seed(3);
   struct Case {
     torch::Tensor a, b;
@@ -67,14 +68,14 @@ TEST(Bf16Gemm, MatmulWithinTheRoundingBoundForwardAndBackward) {
     expect_bf16(b.grad(), 0.5 * torch::matmul(at.to(torch::kFloat64), g.to(torch::kFloat64)),
                 0.5 * bf16_bound(at, g), "grad b");
   }
-  EXPECT_GE(bf16_gemm_calls() - calls, 9) << "the bf16 GEMM did not run";
-  EXPECT_EQ(fast_gemm_calls(), fp32_calls) << "an fp32 product ran under bf16";
+  EXPECT_GE(fast_calls(FastKernel::kBf16Gemm) - calls, 9) << "the bf16 GEMM did not run";
+  EXPECT_EQ(fast_calls(FastKernel::kSgemm), fp32_calls) << "an fp32 product ran under bf16";
 }
 
 TEST(Bf16Gemm, LinearAndLinearGeluWithinTheRoundingBound) {
   RECALL_BF16_OR_SKIP();
   const ScopedPrecision bf16(Precision::kBf16);
-  const int64_t calls = bf16_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm);
   torch::manual_seed(4);
   const auto x = torch::randn({3, 9, 48}), w = torch::randn({40, 48}), bias = torch::randn({40});
   const auto x2 = x.reshape({-1, 48});
@@ -85,14 +86,14 @@ TEST(Bf16Gemm, LinearAndLinearGeluWithinTheRoundingBound) {
   // GELU moves by at most its slope (below 1.13) times the pre-activation's error
   expect_bf16(fast_linear_gelu(x, w, bias).reshape({-1, 40}), torch::gelu(exact), 1.13 * bound,
               "linear_gelu");
-  EXPECT_GE(bf16_gemm_calls() - calls, 2) << "the bf16 GEMM did not run";
+  EXPECT_GE(fast_calls(FastKernel::kBf16Gemm) - calls, 2) << "the bf16 GEMM did not run";
 }
 
 TEST(Bf16Gemm, Fp32IsUntouchedAndTheKernelIsNamed) {
-  const int64_t calls = bf16_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm);
   EXPECT_EQ(matmul_precision(), Precision::kFp32);
   (void)fast_matmul(torch::randn({8, 8}), torch::randn({8, 8}));
-  EXPECT_EQ(bf16_gemm_calls(), calls) << "bf16 ran under fp32";
+  EXPECT_EQ(fast_calls(FastKernel::kBf16Gemm), calls) << "bf16 ran under fp32";
   EXPECT_EQ(precision_from_string("bf16"), Precision::kBf16);
   EXPECT_THROW(precision_from_string("fp16"), std::invalid_argument);
   const std::string report = bf16_kernel_report();

@@ -28,7 +28,7 @@ void check_matmul(torch::Tensor a, torch::Tensor b, double alpha) {
 
 TEST(ModelGemm, MatchesTorchOnContiguousAndStridedOperands) {
   RECALL_FAST_GEMM_OR_SKIP();
-  const int64_t calls = fast_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kSgemm);
   torch::manual_seed(5);
   check_matmul(torch::randn({37, 19}), torch::randn({19, 23}), 1.0);
   check_matmul(torch::randn({19, 37}).t(), torch::randn({23, 19}).t(), 0.5);  // both transposed
@@ -37,7 +37,7 @@ TEST(ModelGemm, MatchesTorchOnContiguousAndStridedOperands) {
   check_matmul(torch::randn({6, 11, 18}).narrow(2, 3, 9), torch::randn({6, 9, 13}), 2.0);
   check_matmul(torch::randn({4, 5, 8, 2}).select(3, 0),  // no unit stride: copied
                torch::randn({4, 8, 3}).transpose(1, 2).contiguous().transpose(1, 2), 1.0);
-  EXPECT_GT(fast_gemm_calls(), calls) << "the fast sgemm did not run";
+  EXPECT_GT(fast_calls(FastKernel::kSgemm), calls) << "the fast sgemm did not run";
 }
 
 TEST(ModelGemm, EmptyAndDoubleOperands) {
@@ -51,7 +51,7 @@ TEST(ModelGemm, EmptyAndDoubleOperands) {
 
 TEST(ModelGemm, LinearMatchesTorchValuesAndGradients) {
   RECALL_FAST_GEMM_OR_SKIP();
-  const int64_t calls = fast_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kSgemm);
   torch::manual_seed(6);
   for (bool with_bias : {true, false}) {
     std::array<std::vector<torch::Tensor>, 2> grads;
@@ -70,12 +70,12 @@ TEST(ModelGemm, LinearMatchesTorchValuesAndGradients) {
     expect_close(y[0], y[1], 1e-5);
     for (size_t i = 0; i < grads[0].size(); ++i) expect_close(grads[0][i], grads[1][i], 1e-4);
   }
-  EXPECT_GT(fast_gemm_calls(), calls) << "the fast sgemm did not run";
+  EXPECT_GT(fast_calls(FastKernel::kSgemm), calls) << "the fast sgemm did not run";
 }
 
 TEST(ModelGemm, LinearGeluMatchesReferenceValuesAndGradients) {
   RECALL_FAST_GEMM_OR_SKIP();
-  const int64_t calls = fast_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kSgemm);
   torch::manual_seed(9);
   std::array<std::vector<torch::Tensor>, 2> grads;
   std::array<torch::Tensor, 2> y;
@@ -95,7 +95,7 @@ TEST(ModelGemm, LinearGeluMatchesReferenceValuesAndGradients) {
   auto xd = torch::randn({4, 5}, torch::kFloat64), wd = torch::randn({3, 5}, torch::kFloat64);
   auto bd = torch::randn({3}, torch::kFloat64);
   EXPECT_TRUE(torch::allclose(fast_linear_gelu(xd, wd, bd), linear_gelu_reference(xd, wd, bd)));
-  EXPECT_GT(fast_gemm_calls(), calls) << "the fast sgemm did not run";
+  EXPECT_GT(fast_calls(FastKernel::kSgemm), calls) << "the fast sgemm did not run";
 }
 
 }  // namespace

@@ -73,9 +73,13 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   EXPECT_NE(md.find("Runs left out, not having learned at 1x (accuracy): none."),
             std::string::npos);
   const auto inspect = nlohmann::json::parse(test::read_text(dir / "rep/inspect.json"));
+  // the fixed-seed run recalls with 4 of its 8 heads here (2 threads); a thread count that splits
+  // the batches otherwise trains other bits, so one head either way is allowed
   int recalling = 0;
   for (const auto& h : inspect["attention"][0]["heads"]) recalling += h["recalls"].get<bool>();
-  EXPECT_GE(recalling, 1);
+  EXPECT_EQ(inspect["attention"][0]["heads"].size(), 8u);
+  EXPECT_GE(recalling, 3);
+  EXPECT_LE(recalling, 5);
   // every fit holds at least the constructed store and at most one memory per parameter
   const auto fits = nlohmann::json::parse(test::read_text(dir / "rep/fit.json"));
   ASSERT_EQ(fits.size(), 4u);
@@ -85,14 +89,33 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   }
   const auto facts = nlohmann::json::parse(test::read_text(dir / "rep/facts.json"));
   ASSERT_EQ(facts.size(), 2u);
-  for (const auto& f : facts) EXPECT_GT(f["eval"]["accuracy"].get<double>(), 2.0 / 32) << f;
+  // chance is one object in facts_objects; the trained stores are well above it (0.117 and 0.151
+  // here, against 1/32)
+  const double chance =
+      1.0 / static_cast<double>(train_config_from_file("facts-tiny").task.facts_objects);
+  for (const auto& f : facts) EXPECT_GT(f["eval"]["accuracy"].get<double>(), 2.5 * chance) << f;
   EXPECT_EQ(facts[0]["parameters"], facts[1]["parameters"]);  // equal parameter counts
-  // the experiments: every attn_scale with finite statistics, entropy at most uniform's
+  // the sharpness sweep at initialisation, where the logits are small and iid: a softmax of
+  // logits of variance s^2 falls below the uniform entropy by s^2 / 2 to leading order, so the
+  // deficit quadruples when attn_scale doubles (measured 3.96 to 4.03); and the gradient, which
+  // the scale reaches only at second order there, is the same at every scale up to 1 (within
+  // 0.02 % here)
   const auto beta = nlohmann::json::parse(test::read_text(dir / "rep/beta_sweep.json"));
-  ASSERT_EQ(beta["points"].size(), 6u);
-  for (const auto& p : beta["points"]) {
-    EXPECT_GT(p["grad_norm_init"].get<double>(), 0.0) << p;
-    EXPECT_LE(p["entropy_init"].get<double>(), p["entropy_uniform"].get<double>() + 1e-9) << p;
+  const auto& points = beta["points"];
+  ASSERT_EQ(points.size(), 6u);
+  auto deficit = [](const nlohmann::json& p) {
+    return p["entropy_uniform"].get<double>() - p["entropy_init"].get<double>();
+  };
+  for (size_t i = 1; i < points.size(); ++i) {
+    ASSERT_DOUBLE_EQ(points[i]["attn_scale"].get<double>(),
+                     2 * points[i - 1]["attn_scale"].get<double>());
+    EXPECT_NEAR(deficit(points[i]) / deficit(points[i - 1]), 4.0, 0.4) << points[i];
+    if (points[i]["attn_scale"].get<double>() <= 1.0) {
+      EXPECT_NEAR(
+          points[i]["grad_norm_init"].get<double>() / points[0]["grad_norm_init"].get<double>(),
+          1.0, 0.01)
+          << points[i];
+    }
   }
   // the theory slopes of the essay's laws, and the probe's beside them
   const auto scaling = nlohmann::json::parse(test::read_text(dir / "rep/scaling.json"));
@@ -106,7 +129,13 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   const auto sweep = nlohmann::json::parse(test::read_text(dir / "rep/facts_sweep.json"));
   ASSERT_GE(sweep["points"].size(), 7u);
   for (const auto& p : sweep["points"]) EXPECT_EQ(p["params"], sweep["points"][0]["params"]) << p;
-  EXPECT_GT(sweep["plateau"][0]["bits_per_param"].get<double>(), 0.1);
+  // bits stored are facts x (log2 objects - cross-entropy): at most the table's information, and
+  // at the plateau most of it (0.709 bits a parameter here, of 0.997)
+  const auto& top = sweep["plateau"][0];
+  const double table_bits = top["facts"].get<double>() * std::log2(sweep["objects"].get<double>());
+  EXPECT_LE(top["bits_per_param"].get<double>(), table_bits / top["params"].get<double>()) << top;
+  EXPECT_GE(top["bits_per_param"].get<double>(), 0.5 * table_bits / top["params"].get<double>())
+      << top;
   // quick: the best kind at the largest table, then with twice the exposures
   ASSERT_EQ(sweep["more_training"].size(), 1u);
   const auto& more = sweep["more_training"][0]["points"];

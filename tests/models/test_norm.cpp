@@ -2,12 +2,14 @@
 // bias.
 #include <gtest/gtest.h>
 
+#include "recall/core/kernels.h"
 #include "recall/models/norm.h"
 
 namespace recall {
 namespace {
 
 TEST(ModelNorm, FusedLayerNormMatchesTorchValuesAndGradients) {
+  const int64_t calls = fast_calls(FastKernel::kLayerNorm);
   for (int64_t D : {128, 37}) {  // whole 16-float vectors, and a ragged tail
     for (bool bias : {true, false}) {
       torch::manual_seed(21);
@@ -35,6 +37,7 @@ TEST(ModelNorm, FusedLayerNormMatchesTorchValuesAndGradients) {
         EXPECT_LT((grads[0][i] - grads[1][i]).abs().max().item<double>(), 1e-4) << where << i;
     }
   }
+  EXPECT_EQ(fast_calls(FastKernel::kLayerNorm) - calls, 4) << "the fused LayerNorm did not run";
 }
 
 TEST(ModelNorm, DoubleInputUsesTheReference) {

@@ -53,7 +53,7 @@ std::array<double, 4> kernel_errors(int64_t n, int64_t T, int64_t N, int64_t d, 
 
 TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
   RECALL_FAST_GEMM_OR_SKIP();
-  const int64_t calls = fast_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kSgemm);
   // T spans one block, several blocks and a ragged last block; with and without memories.
   for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {64, 0}, {150, 0}, {150, 3}, {1, 2}}) {
     auto err = kernel_errors(3, T, N, 8, 0.35);
@@ -70,11 +70,12 @@ TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
       max_errors(attention_and_grads(false, torch::kFloat32, 2, 70, 1, 8, 40.0), exact);
   for (int i = 0; i < 4; ++i)
     EXPECT_LE(fast[i], 2 * ref[i] + 1e-5) << "sharp, part " << i << ": the reference's " << ref[i];
-  EXPECT_GT(fast_gemm_calls(), calls) << "the kernel did not run the fast sgemm";
+  EXPECT_GT(fast_calls(FastKernel::kSgemm), calls) << "the kernel did not run the fast sgemm";
 }
 
 TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
-  if (!fast_gemm_available()) GTEST_SKIP() << "no fast sgemm: the reference is used";
+  RECALL_FAST_GEMM_OR_SKIP();  // fails, not skips, where the fast GEMM is required
+  const int64_t calls = fast_calls(FastKernel::kAttention);
   // Without gradients the kernel keeps no weights (one block's scratch per thread): the same
   // blocks and sums, so the same bits; and the reference's values within 1e-4.
   for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {150, 3}, {300, 0}}) {
@@ -87,6 +88,7 @@ TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
     EXPECT_TRUE(torch::equal(trained, inferred)) << "T " << T << " N " << N;
     EXPECT_LT((inferred - reference(q, k, v, N, 0.4)).abs().max().item<double>(), 1e-4);
   }
+  EXPECT_EQ(fast_calls(FastKernel::kAttention) - calls, 6) << "the fused attention did not run";
 }
 
 TEST(ModelCausalAttention, RejectsMismatchedShapes) {

@@ -45,9 +45,9 @@ TEST(Bf16Training, ResumesExactlyWithFloat32WeightsAndFollowsFp32) {
   test::TempDir dir;
   const TrainConfig fp32 = test::tiny_mqar({"eval_every=4"});
   const TrainConfig bf16 = test::tiny_mqar({"eval_every=4", "precision=bf16"});
-  const int64_t calls = bf16_gemm_calls();
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm);
   const auto straight = run(bf16, dir / "straight");
-  EXPECT_GT(bf16_gemm_calls(), calls) << "the bf16 GEMM did not run";
+  EXPECT_GT(fast_calls(FastKernel::kBf16Gemm), calls) << "the bf16 GEMM did not run";
   EXPECT_EQ(matmul_precision(), Precision::kFp32) << "the run's precision outlived it";
   const auto first = run(bf16, dir / "split", false, 6);
   const auto second = run(bf16, dir / "split", true);
@@ -72,9 +72,10 @@ TEST(Bf16Training, AutocastOnTheTorchOpsPathGivesTheSameCurve) {
   TrainResult ref, ref_fp32;
   {
     const ScopedKernels reference(Kernels::kReference);
-    const int64_t calls = bf16_gemm_calls();
+    const int64_t calls = fast_calls(FastKernel::kBf16Gemm);
     ref = run(bf16, dir / "reference");
-    EXPECT_EQ(bf16_gemm_calls(), calls) << "the torch-ops path ran recall's bf16 GEMM";
+    EXPECT_EQ(fast_calls(FastKernel::kBf16Gemm), calls)
+        << "the torch-ops path ran recall's bf16 GEMM";
     ref_fp32 = run(test::tiny_mqar(), dir / "reference-fp32");
   }
   EXPECT_NE(ref.losses, ref_fp32.losses) << "autocast did not change the products";

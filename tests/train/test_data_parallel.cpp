@@ -43,6 +43,7 @@ TEST(DataParallel, LossAndGradientsEqualOneBackwardOverTheBatch) {
   loss.backward();
   const auto expected = take_grads(model);
   const int threads = at::get_num_threads();
+  const int64_t calls = fast_calls(FastKernel::kDataParallel);
   for (int workers : {1, 2, 3}) {
     const double l = data_parallel_backward(model, b, workers);
     EXPECT_NEAR(l, loss.item<double>(), 1e-5) << workers;
@@ -51,6 +52,8 @@ TEST(DataParallel, LossAndGradientsEqualOneBackwardOverTheBatch) {
       EXPECT_LT((got[i] - expected[i]).abs().max().item<double>(), 1e-6) << workers << " " << i;
   }
   EXPECT_EQ(at::get_num_threads(), threads);
+  // 2 and 3 workers split the batch; 1 is the one backward itself
+  EXPECT_EQ(fast_calls(FastKernel::kDataParallel) - calls, 2) << "the split step did not run";
 }
 
 TEST(DataParallel, SameWorkersSameBytesAndGradsAccumulate) {

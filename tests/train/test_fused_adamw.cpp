@@ -58,6 +58,7 @@ TEST(FusedAdamW, MatchesTorchAdamWWithTwoGroups) {
   const auto untouched = pa[2].detach().clone();
   torch::optim::AdamW reference(two_groups(pa));
   FusedAdamW fused(two_groups(pb));
+  const int64_t calls = fast_calls(FastKernel::kAdamW);
   for (int s = 0; s < 6; ++s) {
     set_grads(pa, s);
     set_grads(pb, s);
@@ -75,6 +76,7 @@ TEST(FusedAdamW, MatchesTorchAdamWWithTwoGroups) {
   reference.step();
   fused.step();
   EXPECT_LT(max_diff(pa, pb), 1e-6);
+  EXPECT_EQ(fast_calls(FastKernel::kAdamW) - calls, 7) << "the fused step did not run";
 }
 
 // Saved after 3 steps and loaded into a fresh optimizer over copies of the parameters, the run

@@ -6,6 +6,7 @@
 // parallelise batches over torch's threads; anything else, and everything under
 // RECALL_KERNELS=reference (recall/core/kernels.h), falls back to torch::matmul.
 #pragma once
+#include "recall/core/kernels.h"
 #include "recall/core/torch.h"
 
 namespace recall {
@@ -15,18 +16,16 @@ namespace recall {
 bool fast_gemm_available();
 std::string fast_gemm_name();
 
-// How many fast sgemm calls this process has made (fast_sgemm and the functions below): a test
-// of a fast path reads it before and after, to know the fast path is the one that ran.
-int64_t fast_gemm_calls();
+// Each product counts a call of FastKernel::kSgemm (or kBf16Gemm; recall/core/kernels.h): a test
+// of a fast path reads fast_calls before and after, to know the fast path is the one that ran.
 
 // The bf16 GEMM beside the fast sgemm ("oneDNN dnnl_gemm_bf16bf16f32", "MKL
-// cblas_gemm_bf16bf16f32", or "" for none), and how many products it has computed. Under
+// cblas_gemm_bf16bf16f32", or "" for none). Under
 // matmul_precision() bf16 (recall/core/precision.h), fast_matmul, fast_linear and
 // fast_linear_gelu, forward and backward, round both operands to bfloat16 and run it (float32
 // accumulation and result); the fused attention's products (K = d_head, too short for rounding
 // to pay) and fast_sgemm stay float32.
 std::string bf16_gemm_name();
-int64_t bf16_gemm_calls();
 
 // The fast sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status,
 // 0 on success. Requires fast_gemm_available(). Inside a torch parallel region it runs on one

@@ -9,7 +9,9 @@
 #pragma once
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace recall {
 
@@ -30,6 +32,30 @@ bool reference_kernels();
 inline bool fast_kernels(const c10::Device& device) {
   return device.is_cpu() && !reference_kernels();
 }
+
+// The fused kernels. Each counts its calls (in this process, on every thread), so that a test of
+// a fast path fails when the fast path did not run, and a rerun under RECALL_KERNELS=reference
+// when one did (tests/main.cpp).
+//   sgemm          the fast sgemm (recall/core/gemm.h), one count per product
+//   bf16_gemm      the bf16 GEMM under precision bf16 (recall/core/precision.h), per product
+//   attention      the fused causal attention (recall/stores/causal_attention.h), per call
+//   layer_norm     the fused LayerNorm (recall/models/norm.h), per forward
+//   adamw          the fused AdamW step (recall/train/fused_adamw.h), per step
+//   probe_tile     the probe's fused similarity tiles (recall/analysis/probe_fused.h), per trial
+//   data_parallel  the data-parallel step over several workers (recall/train/data_parallel.h)
+enum class FastKernel {
+  kSgemm,
+  kBf16Gemm,
+  kAttention,
+  kLayerNorm,
+  kAdamW,
+  kProbeTile,
+  kDataParallel
+};
+std::string to_string(FastKernel k);
+std::vector<FastKernel> all_fast_kernels();
+void count_fast_call(FastKernel k);
+int64_t fast_calls(FastKernel k);
 
 // Overrides the environment for its lifetime, on every thread (the data-parallel workers too).
 // Not nestable across threads: meant for tests.
