@@ -11,8 +11,19 @@
 #include <string>
 
 #include "recall/core/gemm.h"
+#include "recall/core/kernels.h"
 
 namespace recall::test {
+
+// A fused kernel's calls since `before` (fast_calls): `n` when the fast paths run, none in a rerun
+// on the references (RECALL_KERNELS=reference), where the same test compares torch with torch.
+inline void expect_fast_calls(FastKernel k, int64_t before, int64_t n) {
+  const int64_t ran = fast_calls(k) - before;
+  if (reference_kernels())
+    EXPECT_EQ(ran, 0) << to_string(k) << " ran under RECALL_KERNELS=reference";
+  else
+    EXPECT_EQ(ran, n) << "the fused " << to_string(k) << " did not run as often as asked";
+}
 
 inline bool fast_gemm_required() {
   const char* v = std::getenv("RECALL_REQUIRE_FAST_GEMM");

@@ -2,6 +2,7 @@
 // bias.
 #include <gtest/gtest.h>
 
+#include "fast_gemm_test_util.h"
 #include "recall/core/kernels.h"
 #include "recall/models/norm.h"
 
@@ -37,7 +38,7 @@ TEST(ModelNorm, FusedLayerNormMatchesTorchValuesAndGradients) {
         EXPECT_LT((grads[0][i] - grads[1][i]).abs().max().item<double>(), 1e-4) << where << i;
     }
   }
-  EXPECT_EQ(fast_calls(FastKernel::kLayerNorm) - calls, 4) << "the fused LayerNorm did not run";
+  test::expect_fast_calls(FastKernel::kLayerNorm, calls, 4);
 }
 
 TEST(ModelNorm, DoubleInputUsesTheReference) {

@@ -23,8 +23,7 @@ std::string fast_gemm_name();
 // cblas_gemm_bf16bf16f32", or "" for none). Under
 // matmul_precision() bf16 (recall/core/precision.h), fast_matmul, fast_linear and
 // fast_linear_gelu, forward and backward, round both operands to bfloat16 and run it (float32
-// accumulation and result); the fused attention's products (K = d_head, too short for rounding
-// to pay) and fast_sgemm stay float32.
+// accumulation and result); the fused attention's products (fast_sgemm) stay float32.
 std::string bf16_gemm_name();
 
 // The fast sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status,
