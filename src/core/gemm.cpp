@@ -127,6 +127,19 @@ bool use_fast(const torch::Tensor& a, const torch::Tensor& b) {
          a.size(-1) == b.size(-2);
 }
 
+// gemm(i) for each of n products: a single product is threaded by the GEMM itself, a batch runs
+// one product per thread.
+template <typename Gemm>
+void for_each_product(int64_t n, const Gemm& gemm) {
+  if (n == 1) {
+    gemm(0);
+    return;
+  }
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) gemm(i);
+  });
+}
+
 // The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only).
 torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha,
                          const torch::Tensor& bias = {}) {
@@ -153,19 +166,12 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
     const auto* pa = reinterpret_cast<const uint16_t*>(A.t.data_ptr<at::BFloat16>());
     const auto* pb = reinterpret_cast<const uint16_t*>(B.t.data_ptr<at::BFloat16>());
     float* pc = c.data_ptr<float>();
-    auto gemm = [&](int64_t i) {
+    for_each_product(n, [&](int64_t i) {
       count_fast_call(FastKernel::kBf16Gemm);
       const int status = bf16_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha),
                                    pa + i * sa, A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
       TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
-    };
-    if (n == 1) {
-      gemm(0);
-    } else {
-      at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) gemm(i);
-      });
-    }
+    });
     return c;
   }
   const Operand A = operand(a), B = operand(b);
@@ -173,19 +179,12 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   const float* pa = A.t.data_ptr<float>();
   const float* pb = B.t.data_ptr<float>();
   float* pc = c.data_ptr<float>();
-  auto gemm = [&](int64_t i) {
+  for_each_product(n, [&](int64_t i) {
     count_fast_call(FastKernel::kSgemm);
     const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
                                   A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
     TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
-  };
-  if (n == 1) {
-    gemm(0);  // oneDNN threads the single product itself
-  } else {
-    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {  // one thread per product
-      for (int64_t i = begin; i < end; ++i) gemm(i);
-    });
-  }
+  });
   return c;
 }
 
