@@ -17,6 +17,7 @@
 
 #include "recall/core/spawn.h"
 #include "recall/train/train_config.h"
+#include "recall/train/trainer.h"
 
 namespace recall::test {
 
@@ -58,6 +59,18 @@ seed = 7
 
 inline TrainConfig tiny_mqar(const std::vector<std::string>& overrides = {}) {
   return train_config_from_toml(tiny_mqar_toml(), "tiny", overrides);
+}
+
+// train() into `out` without progress lines; with stop_at > 0, stopped as by signal 99 after
+// that step (a checkpoint, then return).
+inline TrainResult run_quietly(const TrainConfig& cfg, const std::string& out, bool resume = false,
+                               int64_t stop_at = 0) {
+  TrainOptions o;
+  o.out_dir = out;
+  o.resume = resume;
+  o.progress = false;
+  if (stop_at > 0) o.stop = [stop_at](int64_t step) { return step == stop_at ? 99 : 0; };
+  return train(cfg, o);
 }
 
 inline void write_text(const std::string& path, const std::string& text) {

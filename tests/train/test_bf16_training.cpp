@@ -24,12 +24,7 @@ namespace {
 
 TrainResult run(const TrainConfig& cfg, const std::string& out, bool resume = false,
                 int64_t stop_at = 0) {
-  TrainOptions o;
-  o.out_dir = out;
-  o.resume = resume;
-  o.progress = false;
-  if (stop_at > 0) o.stop = [stop_at](int64_t step) { return step == stop_at ? 99 : 0; };
-  return train(cfg, o);
+  return test::run_quietly(cfg, out, resume, stop_at);
 }
 
 double worst_gap(const std::vector<double>& a, const std::vector<double>& b) {
