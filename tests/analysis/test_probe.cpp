@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 
+#include "recall/analysis/memory_stream.h"
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
 #include "recall/core/kernels.h"
@@ -271,4 +273,33 @@ TEST(Probe, SameJsonAtOneAndTwoThreads) {
     return probe_json(r);
   };
   EXPECT_EQ(at(1), at(2));
+}
+
+// Past the one block of the test above: six blocks of 16,384 memories, so the fused path's ring of
+// three blocks turns twice and the task queue's dependencies cross blocks; the same JSON, digit for
+// digit, at 1, 2 and 3 threads and with more threads than the machine has cores.
+TEST(Probe, SameJsonOverSixBlocksAtAnyThreadCount) {
+  ProbeConfig c;
+  c.stores = {"outer_product", "relu2", "softmax"};
+  c.d_k = 16;
+  c.d_v = 16;
+  c.m = {1000, 40000, 6 * MemoryStream::kBlock};
+  c.trials = 1;
+  c.queries = 40;
+  c.rules = {BetaRule::kSu};
+  c.ref_len = 16384;
+  c.rule_m_max = 6 * MemoryStream::kBlock;
+  c.rule_queries = 24;
+  auto at = [&](int threads) {
+    TorchThreads n(threads);
+    auto r = run_probe(c);
+    r.seconds = 0;
+    return probe_json(r);
+  };
+  const std::string one = at(1);
+  EXPECT_NE(one.find("98304"), std::string::npos) << "the curve stops short of six blocks";
+  EXPECT_EQ(one, at(2));
+  EXPECT_EQ(one, at(3));
+  const int over = static_cast<int>(std::thread::hardware_concurrency()) + 2;
+  EXPECT_EQ(one, at(over)) << over << " threads";
 }
