@@ -12,6 +12,7 @@
 
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
+#include "recall/core/precision.h"
 
 namespace recall::test {
 
@@ -40,4 +41,13 @@ inline bool fast_gemm_required() {
       GTEST_SKIP() << "no fast sgemm: the reference is used (RECALL_REQUIRE_FAST_GEMM=1 would " \
                       "fail here)";                                                             \
     }                                                                                           \
+  } while (0)
+
+// Tests of the bf16 products (recall/core/precision.h) start with RECALL_BF16_OR_SKIP(): they need
+// the fast sgemm (as above), bf16 instructions and a bf16 GEMM, and skip naming what is missing.
+#define RECALL_BF16_OR_SKIP()                                                    \
+  do {                                                                           \
+    RECALL_FAST_GEMM_OR_SKIP();                                                  \
+    if (recall::cpu_bf16_units().empty() || recall::bf16_gemm_name().empty())    \
+      GTEST_SKIP() << "no bf16 products here: " << recall::bf16_kernel_report(); \
   } while (0)

@@ -4,7 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <atomic>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -43,13 +43,17 @@ FortranSgemmFn mkl_sgemm() {
   return fn;
 }
 
+// Whether every size fits MKL's 32-bit int arguments.
+bool fit_int(std::initializer_list<int64_t> sizes) {
+  return std::max(sizes) <= std::numeric_limits<int>::max();
+}
+
 // Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, and a row-major
 // matrix read column-major is its transpose: the same call with A and B (and M and N) swapped.
 int mkl_row_major_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                         float* C, int64_t ldc) {
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
-  if (std::max({M, N, K, lda, ldb, ldc}) > kMax) return 2;  // dnnl_invalid_arguments
+  if (!fit_int({M, N, K, lda, ldb, ldc})) return 2;  // dnnl_invalid_arguments
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K),
             la = static_cast<int>(lda), lb = static_cast<int>(ldb), lc = static_cast<int>(ldc);
   mkl_sgemm()(&transb, &transa, &n, &m, &k, &alpha, B, &lb, A, &la, &beta, C, &lc);
@@ -84,8 +88,7 @@ CblasBf16Fn mkl_bf16() {
 int mkl_row_major_bf16(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                        const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
                        float* C, int64_t ldc) {
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
-  if (std::max({M, N, K, lda, ldb, ldc}) > kMax) return 2;      // dnnl_invalid_arguments
+  if (!fit_int({M, N, K, lda, ldb, ldc})) return 2;             // dnnl_invalid_arguments
   constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS's enums
   mkl_bf16()(kRowMajor, transa == 'T' ? kTrans : kNoTrans, transb == 'T' ? kTrans : kNoTrans,
              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
@@ -158,7 +161,11 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   }
   if (c.numel() == 0) return c;
   if (K == 0) return bias.defined() ? c : c.zero_();
-  if (matmul_precision() == Precision::kBf16 && bf16_fn()) {
+  if (matmul_precision() == Precision::kBf16) {
+    // bf16 asked for: never a silent fp32 product (the commands refuse bf16 up front where it
+    // cannot run, check_precision)
+    TORCH_CHECK(bf16_fn(), "precision bf16: this LibTorch has no bf16 GEMM; ",
+                bf16_kernel_report());
     // Both operands rounded to bfloat16 once per product (their strides kept, so a transposed
     // weight is read as one); the product accumulates in float32 onto c.
     const Operand A = operand(a.to(torch::kBFloat16)), B = operand(b.to(torch::kBFloat16));

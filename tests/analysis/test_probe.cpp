@@ -253,6 +253,14 @@ TEST(Probe, BadConfigNamesTheFlag) {
   EXPECT_NE(message(c).find("--beta -1"), std::string::npos);
 }
 
+// The probe's JSON (its timing zeroed) at `threads` torch threads.
+std::string json_at(const ProbeConfig& c, int threads) {
+  TorchThreads n(threads);
+  auto r = run_probe(c);
+  r.seconds = 0;
+  return probe_json(r);
+}
+
 // The JSON is the same at one and two threads, to the last digit: the streamed fp32 products split
 // only over output rows, and the stores computed directly in fp64 (least squares, whose solve
 // otherwise splits its sums by thread count) run on one thread.
@@ -266,12 +274,7 @@ TEST(Probe, SameJsonAtOneAndTwoThreads) {
   c.rules = {BetaRule::kSu};
   c.rule_m_max = 2048;
   c.rule_queries = 32;
-  auto at = [&](int threads) {
-    TorchThreads n(threads);
-    auto r = run_probe(c);
-    r.seconds = 0;
-    return probe_json(r);
-  };
+  auto at = [&](int threads) { return json_at(c, threads); };
   EXPECT_EQ(at(1), at(2));
 }
 
@@ -290,12 +293,7 @@ TEST(Probe, SameJsonOverSixBlocksAtAnyThreadCount) {
   c.ref_len = 16384;
   c.rule_m_max = 6 * MemoryStream::kBlock;
   c.rule_queries = 24;
-  auto at = [&](int threads) {
-    TorchThreads n(threads);
-    auto r = run_probe(c);
-    r.seconds = 0;
-    return probe_json(r);
-  };
+  auto at = [&](int threads) { return json_at(c, threads); };
   const std::string one = at(1);
   EXPECT_NE(one.find("98304"), std::string::npos) << "the curve stops short of six blocks";
   EXPECT_EQ(one, at(2));

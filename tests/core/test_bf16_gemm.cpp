@@ -17,13 +17,6 @@
 namespace recall {
 namespace {
 
-#define RECALL_BF16_OR_SKIP()                                            \
-  do {                                                                   \
-    RECALL_FAST_GEMM_OR_SKIP();                                          \
-    if (cpu_bf16_units().empty() || bf16_gemm_name().empty())            \
-      GTEST_SKIP() << "no bf16 products here: " << bf16_kernel_report(); \
-  } while (0)
-
 // The bound above for C = A B (A (..., M, K), B (..., K, N)), from float64 magnitudes.
 torch::Tensor bf16_bound(const torch::Tensor& a, const torch::Tensor& b) {
   const double K = static_cast<double>(a.size(-1));

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "fast_gemm_test_util.h"
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
 #include "recall/core/precision.h"
@@ -15,12 +16,6 @@
 
 namespace recall {
 namespace {
-
-#define RECALL_BF16_OR_SKIP()                                                           \
-  do {                                                                                  \
-    if (cpu_bf16_units().empty() || bf16_gemm_name().empty() || !fast_gemm_available()) \
-      GTEST_SKIP() << "no bf16 products here: " << bf16_kernel_report();                \
-  } while (0)
 
 TrainResult run(const TrainConfig& cfg, const std::string& out, bool resume = false,
                 int64_t stop_at = 0) {

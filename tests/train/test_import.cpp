@@ -38,9 +38,8 @@ torch::Tensor load_tensor(const std::string& path) {
   return v->tensor;
 }
 
-// recall's logits on the golden tokens against the Python forward's, and the export round trip.
-void expect_golden(const std::string& python, const std::string& source, const std::string& ref,
-                   const std::string& run_dir, const std::string& name) {
+// The imported run's logits on REF/tokens.pt against REF/logits.pt, within 1e-4.
+void expect_logits(const std::string& run_dir, const std::string& ref, const std::string& name) {
   Restored r = restore(run_dir);
   const auto tokens = load_tensor(ref + "/tokens.pt");
   const auto want = load_tensor(ref + "/logits.pt");
@@ -48,6 +47,12 @@ void expect_golden(const std::string& python, const std::string& source, const s
   const auto got = r.model->forward(tokens);
   ASSERT_EQ(got.sizes(), want.sizes()) << name;
   EXPECT_LT((got - want).abs().max().item<double>(), 1e-4) << name;
+}
+
+// recall's logits on the golden tokens against the Python forward's, and the export round trip.
+void expect_golden(const std::string& python, const std::string& source, const std::string& ref,
+                   const std::string& run_dir, const std::string& name) {
+  expect_logits(run_dir, ref, name);
   const std::string exported = run_dir + "-export";
   export_checkpoint(run_dir, exported);
   run(python + " '" + kScript + "' compare '" + source + "' '" + exported + "' '" + ref + "'");
@@ -146,13 +151,7 @@ TEST(ImportGolden, TransformersFoldersGiveTransformersLogits) {
         << flags;
     const ForeignModel m = import_model(folder, task, folder + "-run");
     EXPECT_EQ(m.config.tied_head, tied) << flags;
-    Restored r = restore(folder + "-run");
-    const auto tokens = load_tensor(folder + "/tokens.pt");
-    const auto want = load_tensor(folder + "/logits.pt");
-    torch::NoGradGuard no_grad;
-    const auto got = r.model->forward(tokens);
-    ASSERT_EQ(got.sizes(), want.sizes()) << flags;
-    EXPECT_LT((got - want).abs().max().item<double>(), 1e-4) << flags;
+    expect_logits(folder + "-run", folder, flags);
   }
 }
 
