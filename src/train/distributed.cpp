@@ -3,10 +3,8 @@
 #include "recall/train/distributed.h"
 
 #include <fmt/format.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <torch/version.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -92,6 +91,20 @@ std::string name_ranks(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + out;
 }
 
+// The store's keys: rank r is present (set when it joins), rank r saw a collective fail (set
+// after the failure, so that the ranks without one are the ones that died or hung).
+std::string joined_key(int r) {
+  return "recall/joined/" + std::to_string(r);
+}
+std::string fault_key(int r) {
+  return "recall/fault/" + std::to_string(r);
+}
+
+// How long a rank that saw a collective fail waits for the others' word before it names the
+// silent ones: the survivors of a dead rank notice within a few ms of each other, those of a hung
+// rank within the same timeout.
+constexpr std::chrono::milliseconds kFaultGrace{2000};
+
 }  // namespace
 
 DistEnv dist_env_from_environment() {
@@ -153,12 +166,12 @@ class DataParallelGroup::Impl {
     if (group) group.release();
     if (store) store.release();
   }
-  // Meeting, step 1: rank 0 serves the TCP store (unless torchrun's agent does), the others
-  // connect to it. `where` names this rank in messages.
+  // Meeting, step 1: rank 0 serves the TCP store (unless torchrun's agent or recall's launcher
+  // does), the others connect to it. `where` names this rank in messages.
   void open_store(const DistEnv& env, const std::string& where) {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(env.master_port);
-    // torchrun's agent serves the store itself and says so
+    // torchrun's agent (and --nproc, RunStore) serve the store themselves and say so
     const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
     so.isServer = env.rank == 0 && !(agent && std::string(agent) == "True");
     so.numWorkers = static_cast<std::size_t>(env.world_size);
@@ -183,21 +196,48 @@ class DataParallelGroup::Impl {
   // Step 2: every rank marks itself present and waits for all others' marks until the deadline.
   void wait_for_ranks(const DistEnv& env, std::chrono::steady_clock::time_point deadline,
                       const std::string& where) {
-    auto key = [](int r) { return "recall/joined/" + std::to_string(r); };
-    store->set(key(env.rank), std::vector<uint8_t>{1});
+    store->set(joined_key(env.rank), std::vector<uint8_t>{1});
     std::vector<std::string> keys;
-    for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+    for (int r = 0; r < env.world_size; ++r) keys.push_back(joined_key(r));
     while (!store->check(keys)) {
       if (std::chrono::steady_clock::now() >= deadline) {
         std::vector<int> missing;
         for (int r = 0; r < env.world_size; ++r)
-          if (!store->check({key(r)})) missing.push_back(r);
+          if (!store->check({joined_key(r)})) missing.push_back(r);
         throw DistributedError(fmt::format(
             "{}: {} did not join within {} s; check that all {} are started with the same "
             "MASTER_ADDR:MASTER_PORT",
             where, name_ranks(missing), timeout.count() / 1000.0, env.world_size));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // After a failed collective: which ranks died or hung. This rank leaves word in the store and
+  // waits up to kFaultGrace for every other rank's; the silent ones are named. A store that cannot
+  // be reached names whoever serves it: rank 0, or the launcher.
+  std::string silent_ranks(const DistEnv& env) {
+    try {
+      store->setTimeout(kFaultGrace);
+      store->set(fault_key(env.rank), std::vector<uint8_t>{1});
+      const auto deadline = std::chrono::steady_clock::now() + kFaultGrace;
+      std::vector<int> silent;
+      for (;;) {
+        silent.clear();
+        for (int r = 0; r < env.world_size; ++r)
+          if (!store->check({fault_key(r)})) silent.push_back(r);
+        if (silent.empty() || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (silent.empty()) return "every rank saw it fail: the network between them failed";
+      return fmt::format("{} died or hung (no word from {} within {} s of the failure)",
+                         name_ranks(silent), silent.size() == 1 ? "it" : "them",
+                         kFaultGrace.count() / 1000.0);
+    } catch (const std::exception&) {
+      const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+      return agent && std::string(agent) == "True"
+                 ? "the launcher that serves the store died or hung (it cannot be reached)"
+                 : "rank 0 died or hung (the store it serves cannot be reached)";
     }
   }
 
@@ -415,13 +455,67 @@ double DataParallelGroup::backward(Transformer& model, const Batch& global, int 
     im.failed = true;
     std::string msg = e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    throw DistributedError(
-        fmt::format("rank {} of {}: the gradient all-reduce failed ({}); another rank died, hung "
-                    "for longer than the timeout ({} s) or cannot be reached",
-                    env_.rank, env_.world_size, msg, im.timeout.count() / 1000.0));
+    throw DistributedError(fmt::format(
+        "rank {} of {}: {}: the gradient all-reduce failed ({}; --dist-timeout {} s)", env_.rank,
+        env_.world_size, im.silent_ranks(env_), msg, im.timeout.count() / 1000.0));
   }
 #else
   return loss;
+#endif
+}
+
+// ---- the launcher's store ----
+
+struct RunStore::Impl {
+#ifdef RECALL_HAVE_C10D
+  c10::intrusive_ptr<c10d::TCPStore> store;
+#endif
+};
+
+RunStore::RunStore(int world_size, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+#ifdef RECALL_HAVE_C10D
+  c10d::TCPStoreOptions so;
+  so.port = 0;  // the kernel picks a free one as it binds: nothing can take it in between
+  so.isServer = true;
+  so.numWorkers = static_cast<std::size_t>(world_size);
+  so.waitWorkers = false;  // the ranks meet on their own (DataParallelGroup), naming the missing
+  so.timeout = timeout;
+#if TORCH_VERSION_MAJOR >= 2
+  so.useLibUV = false;
+#endif
+  impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+#else
+  (void)timeout;
+  throw UsageError(fmt::format(
+      "{} processes: this build of recall has no c10d backend (Gloo's headers, Debian's "
+      "libgloo-dev, were missing when it was configured); install it and rebuild, or run one "
+      "process",
+      world_size));
+#endif
+}
+
+RunStore::~RunStore() = default;
+
+int RunStore::port() const {
+#ifdef RECALL_HAVE_C10D
+  return impl_->store->getPort();
+#else
+  return 0;
+#endif
+}
+
+std::vector<std::string> RunStore::env() const {
+  return {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port()),
+          "TORCHELASTIC_USE_AGENT_STORE=True"};
+}
+
+bool RunStore::joined(int rank) const {
+#ifdef RECALL_HAVE_C10D
+  return impl_->store->check({joined_key(rank)});
+#else
+  (void)rank;
+  return false;
 #endif
 }
 
@@ -446,24 +540,6 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
-// A TCP port on the loopback interface that nothing listens on now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("--nproc: cannot open a socket to find a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("--nproc: cannot find a free port on 127.0.0.1");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 }  // namespace
 
 int launch_local(int nproc, std::chrono::milliseconds timeout) {
@@ -484,7 +560,10 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
     args.push_back(own[i]);
   }
   args.at(0) = "/proc/self/exe";  // this very binary, even when its file was replaced since
-  const int port = free_port();
+  // Served here, as torchrun's agent serves it, so that it outlives any rank (the survivors of a
+  // dead rank 0 can still name it) and its port is chosen by the kernel as it binds.
+  std::optional<RunStore> store;
+  if (nproc > 1) store.emplace(nproc, timeout);
   SignalRelay signals;  // the ranks lead their own process groups: signals reach them from here
   const pid_t launcher = ::getpid();
 
@@ -492,13 +571,11 @@ int launch_local(int nproc, std::chrono::milliseconds timeout) {
   for (int r = 0; r < nproc; ++r) {
     SpawnOptions o;
     o.own_group = true;
-    o.env = {"RANK=" + std::to_string(r),
-             "LOCAL_RANK=" + std::to_string(r),
-             "WORLD_SIZE=" + std::to_string(nproc),
-             "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
-             "MASTER_ADDR=127.0.0.1",
-             "MASTER_PORT=" + std::to_string(port),
+    o.env = {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+             "WORLD_SIZE=" + std::to_string(nproc), "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
              std::string(kLauncherPid) + "=" + std::to_string(launcher)};
+    if (store)
+      for (const auto& e : store->env()) o.env.push_back(e);
     try {
       pids.push_back(spawn(args, o).pid);
     } catch (const std::runtime_error& e) {

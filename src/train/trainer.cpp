@@ -251,6 +251,21 @@ double estimate_eval_memory(const TrainConfig& config, int64_t seq_len, int64_t 
   return params + acts + logits + weights;
 }
 
+double estimate_sample_memory(const TrainConfig& config, int64_t samples, int64_t length,
+                              const torch::Device& device, std::string* breakdown) {
+  const ModelConfig& m = config.model;
+  std::string forward;
+  const double eval = estimate_eval_memory(config, m.seq_len, samples, device, &forward);
+  // (N, H, T, d_head) keys and values per layer
+  const double cache = 2.0 * 4 * static_cast<double>(m.n_layers) * static_cast<double>(samples) *
+                       static_cast<double>(m.seq_len) * static_cast<double>(m.d_model);
+  const double ids = 8.0 * static_cast<double>(samples) * static_cast<double>(length);
+  if (breakdown)
+    *breakdown = fmt::format("{}; {} of cached keys and values, {} of token ids", forward,
+                             format_bytes(cache), format_bytes(ids));
+  return eval + cache + ids;
+}
+
 namespace {
 
 // Where a call of train() starts: its input checked, the checkpoint read when it resumes.

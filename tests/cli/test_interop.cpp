@@ -148,6 +148,17 @@ TEST(Sample, SeveralSamplesTopKAndGreedy) {
   ASSERT_EQ(g.code, 0) << g.err;
   const auto nl = g.out.find('\n');
   EXPECT_EQ(g.out.substr(0, nl + 1), g.out.substr(nl + 1)) << "greedy samples agree";
+  // More than a stated limit (so on any machine): 4,096 samples of a million tokens hold 32 GiB
+  // of token ids. Refused before any token, one line, exit 2; within it, the same run samples.
+  const std::string many = "sample --checkpoint " + run + " --tokens 1000000 --samples 4096";
+  const CliResult big = run_recall(many + " --max-memory 4G");
+  EXPECT_EQ(big.code, 2) << big.err;
+  EXPECT_NE(big.err.find("--samples 4096 --tokens 1000000 needs an estimated"), std::string::npos)
+      << big.err;
+  EXPECT_NE(big.err.find("more than --max-memory 4.0 GiB"), std::string::npos) << big.err;
+  EXPECT_EQ(std::count(big.err.begin(), big.err.end(), '\n'), 1) << big.err;
+  EXPECT_EQ(big.out, "");
+  EXPECT_EQ(run_recall("sample --checkpoint " + run + " --tokens 4 --max-memory 4G").code, 0);
 }
 
 TEST(ExportCli, PythonLoadsTheExportedRun) {

@@ -96,10 +96,17 @@ TEST(Threads, ParallelClaimWorkersFlushDenormalsAsTheCaller) {
     at::globalContext().setFlushDenormal(flush);
     std::vector<float> out(64, -1.0f);
     std::atomic<int> on_helper{0};
+    // The caller's items wait for a helper's, so a helper computes at least one item however the
+    // threads are scheduled (60 s: a helper that never comes fails rather than hangs).
     parallel_claim(64, [&](int64_t i, int worker) {
       out[static_cast<size_t>(i)] = tiny * 1e-10f;
-      if (worker > 0) on_helper++;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));  // so that both workers claim
+      if (worker > 0) {
+        on_helper++;
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (on_helper.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
     });
     EXPECT_GT(on_helper.load(), 0);
     for (float x : out) {

@@ -3,8 +3,10 @@
 //
 // Launch follows torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT; rank 0 serves a TCPStore at MASTER_ADDR:MASTER_PORT where the ranks
-// meet. GLOO_SOCKET_IFNAME names the network interface Gloo binds (needed across hosts whose host
-// name does not resolve to the address the others reach them at).
+// meet, unless TORCHELASTIC_USE_AGENT_STORE=True says the launcher serves it (torchrun's agent,
+// --nproc). After a failed collective each rank leaves word in the store, so the survivors name
+// the ranks that died or hung. GLOO_SOCKET_IFNAME names the network interface Gloo binds (needed
+// across hosts whose host name does not resolve to the address the others reach them at).
 //
 // One step with W ranks: every rank draws the same global batch of B rows from the shared task
 // generator (token ids: cheap) and trains on its rows [B r / W, B (r + 1) / W); its loss is its
@@ -26,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "recall/core/torch.h"
 #include "recall/models/transformer.h"
@@ -93,11 +96,32 @@ class DataParallelGroup {
   int agreed_stop_ = 0;
 };
 
+// The TCP store where the ranks of one run meet, served by their launcher (as torchrun's agent
+// serves it) on a port of 127.0.0.1 that the kernel picks as it binds, so that runs started side
+// by side cannot race for a port. Ranks started with env() connect to it rather than serve one.
+class RunStore {
+ public:
+  // Throws UsageError in a build without c10d.
+  RunStore(int world_size, std::chrono::milliseconds timeout);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+  int port() const;
+  // MASTER_ADDR=127.0.0.1, MASTER_PORT=port() and TORCHELASTIC_USE_AGENT_STORE=True.
+  std::vector<std::string> env() const;
+  // Whether rank `rank` has come to the meeting.
+  bool joined(int rank) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // `recall ... --nproc N`: runs this very command line again as N processes on this host (without
-// --nproc, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
-// MASTER_PORT set), forwards SIGINT and SIGTERM to them and waits. When one fails, the others get
-// `timeout` to exit on their own (they notice the broken collective) and are then killed. Returns
-// 0 when all succeed, else the first failing rank's exit code (128 + signal when killed).
+// --nproc, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set, and the environment of a
+// RunStore it serves), forwards SIGINT and SIGTERM to them and waits. When one fails, the others
+// get `timeout` to exit on their own (they notice the broken collective) and are then killed.
+// Returns 0 when all succeed, else the first failing rank's exit code (128 + signal when killed).
 int launch_local(int nproc, std::chrono::milliseconds timeout);
 
 }  // namespace recall

@@ -101,6 +101,12 @@ double estimate_eval_memory(const TrainConfig& config, int64_t seq_len, int64_t 
                             const torch::Device& device, std::string* breakdown,
                             bool all_weights = false);
 
+// Bytes `recall sample` needs for `samples` continuations of `length` tokens in all (prompt and
+// generated): the eval forward of `samples` rows at the training length (the context that slides
+// past it), the key-value cache of every layer over that context, and the token ids.
+double estimate_sample_memory(const TrainConfig& config, int64_t samples, int64_t length,
+                              const torch::Device& device, std::string* breakdown);
+
 // Trains `config` (validated) into options.out_dir. Throws UsageError for bad input found before
 // training (unwritable folder, an existing run without --resume, a checkpoint that does not match)
 // and NonFiniteError as above.
