@@ -143,17 +143,22 @@ void for_each_product(int64_t n, const Gemm& gemm) {
   });
 }
 
-// The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only).
+// `x` as the products take it: rounded to bfloat16 under precision bf16 (round_to_bf16, once per
+// operand: the autograd functions below keep what they rounded for their backward), itself
+// otherwise.
+torch::Tensor product_operand(const torch::Tensor& x) {
+  return matmul_precision() == Precision::kBf16 ? round_to_bf16(x) : x;
+}
+
+// The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only). a and b
+// are float32, or bfloat16 as product_operand gives them under bf16; the caller checked use_fast
+// on the float32 inputs they came from.
 torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha,
                          const torch::Tensor& bias = {}) {
-  if (!use_fast(a, b)) {
-    auto c = torch::matmul(a, b);
-    if (alpha != 1.0) c.mul_(alpha);
-    return bias.defined() ? c.add_(bias) : c;
-  }
   const bool batched = a.dim() == 3;
   const int64_t n = batched ? a.size(0) : 1, M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  auto c = batched ? torch::empty({n, M, N}, a.options()) : torch::empty({M, N}, a.options());
+  auto c = torch::empty(batched ? std::vector<int64_t>{n, M, N} : std::vector<int64_t>{M, N},
+                        a.options().dtype(torch::kFloat32));
   float beta = 0.0f;
   if (bias.defined()) {
     c.copy_(bias.expand({M, N}));  // the product adds onto the bias rows
@@ -161,22 +166,22 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   }
   if (c.numel() == 0) return c;
   if (K == 0) return bias.defined() ? c : c.zero_();
+  float* pc = c.data_ptr<float>();
   if (matmul_precision() == Precision::kBf16) {
     // bf16 asked for: never a silent fp32 product (the commands refuse bf16 up front where it
     // cannot run, check_precision)
     TORCH_CHECK(bf16_fn(), "precision bf16: this LibTorch has no bf16 GEMM; ",
                 bf16_kernel_report());
-    // Both operands rounded to bfloat16 once per product (their strides kept, so a transposed
-    // weight is read as one); the product accumulates in float32 onto c.
-    const Operand A = operand(a.to(torch::kBFloat16)), B = operand(b.to(torch::kBFloat16));
+    // Rounded once (their strides kept, so a transposed weight is read as one); the product
+    // accumulates in float32 onto c.
+    const Operand A = operand(round_to_bf16(a)), B = operand(round_to_bf16(b));
     const int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0;
     const auto* pa = reinterpret_cast<const uint16_t*>(A.t.data_ptr<at::BFloat16>());
     const auto* pb = reinterpret_cast<const uint16_t*>(B.t.data_ptr<at::BFloat16>());
-    float* pc = c.data_ptr<float>();
     for_each_product(n, [&](int64_t i) {
-      count_fast_call(FastKernel::kBf16Gemm);
-      const int status = bf16_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha),
-                                   pa + i * sa, A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
+      const int status =
+          fast_bf16_gemm(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa, A.ld,
+                         pb + i * sb, B.ld, beta, pc + i * M * N, N);
       TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
     });
     return c;
@@ -185,10 +190,8 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   const int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0;
   const float* pa = A.t.data_ptr<float>();
   const float* pb = B.t.data_ptr<float>();
-  float* pc = c.data_ptr<float>();
   for_each_product(n, [&](int64_t i) {
-    count_fast_call(FastKernel::kSgemm);
-    const int status = sgemm_fn()(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
+    const int status = fast_sgemm(A.trans, B.trans, M, N, K, static_cast<float>(alpha), pa + i * sa,
                                   A.ld, pb + i * sb, B.ld, beta, pc + i * M * N, N);
     TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
   });
@@ -196,8 +199,9 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
 }
 
 struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
-                               const torch::Tensor& b, double alpha) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a_in,
+                               const torch::Tensor& b_in, double alpha) {
+    const auto a = product_operand(a_in), b = product_operand(b_in);
     ctx->save_for_backward({a, b});
     ctx->saved_data["alpha"] = alpha;
     return raw_matmul(a, b, alpha);
@@ -209,7 +213,7 @@ struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
     const auto& a = saved[0];
     const auto& b = saved[1];
     const double alpha = ctx->saved_data["alpha"].toDouble();
-    const auto& g = grads[0];
+    const auto g = product_operand(grads[0]);
     torch::Tensor ga, gb;
     if (ctx->needs_input_grad(0)) ga = raw_matmul(g, b.transpose(-1, -2), alpha);  // g b^T
     if (ctx->needs_input_grad(1)) gb = raw_matmul(a.transpose(-1, -2), g, alpha);  // a^T g
@@ -221,8 +225,9 @@ struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
 // take no undefined inputs). The weight gradient comes
 // out as (out, in) directly, not as the transpose of a (in, out) product.
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& weight_in, const torch::Tensor& bias) {
+    const auto x = product_operand(x_in), weight = product_operand(weight_in);
     ctx->save_for_backward({x, weight});
     ctx->saved_data["bias"] = bias.numel() > 0;
     return raw_matmul(x, weight.t(), 1.0, bias.numel() > 0 ? bias : torch::Tensor());
@@ -234,9 +239,10 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto& x = saved[0];
     const auto& weight = saved[1];
     const auto& g = grads[0];  // (n, out)
+    const auto gp = product_operand(g);
     torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) gx = raw_matmul(g, weight, 1.0);  // (n, out) @ (out, in)
-    if (ctx->needs_input_grad(1)) gw = raw_matmul(g.t(), x, 1.0);   // (out, n) @ (n, in)
+    if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
+    if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g.sum(0);  // (out,)
     return {gx, gw, gb};
   }
@@ -246,8 +252,9 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 // the bias and applying the exact GELU, keeping the pre-activation s for the backward, whose one
 // pass gives gs = g gelu'(s) and the bias gradient together.
 struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& weight_in, const torch::Tensor& bias) {
+    const auto x = product_operand(x_in), weight = product_operand(weight_in);
     auto s = raw_matmul(x, weight.t(), 1.0);  // (n, out), bias added below
     auto b = bias.contiguous();
     auto y = torch::empty_like(s);
@@ -280,9 +287,10 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
             gs.data_ptr<float>() + begin * w, partial.data_ptr<float>() + c * w, end - begin, w);
       }
     });
+    const auto gp = product_operand(gs);
     torch::Tensor gx, gw;
-    if (ctx->needs_input_grad(0)) gx = raw_matmul(gs, weight, 1.0);  // (n, out) @ (out, in)
-    if (ctx->needs_input_grad(1)) gw = raw_matmul(gs.t(), x, 1.0);   // (out, n) @ (n, in)
+    if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
+    if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
     return {gx, gw, partial.sum(0)};
   }
 };
@@ -309,6 +317,44 @@ int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float 
                int64_t ldc) {
   count_fast_call(FastKernel::kSgemm);
   return sgemm_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int fast_bf16_gemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                   const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                   float* C, int64_t ldc) {
+  count_fast_call(FastKernel::kBf16Gemm);
+  return bf16_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+torch::Tensor round_to_bf16(const torch::Tensor& x) {
+  if (x.scalar_type() == torch::kBFloat16) return x;
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.device().is_cpu(),
+              "round_to_bf16: expected a float32 CPU tensor, got ", x.scalar_type(), " on ",
+              x.device());
+  if (x.dim() >= 2 && x.stride(-2) == 1 && x.stride(-1) != 1)  // a transposed matrix stays one
+    return round_to_bf16(x.transpose(-1, -2)).transpose(-1, -2);
+  auto y = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));
+  if (x.numel() == 0) return y;
+  const auto xs = x.stride(-1) == 1 ? x : x.contiguous();
+  const int64_t w = x.size(-1), rows = x.numel() / w;
+  auto* out = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
+  // Row i's first float: its index over the leading dimensions, read through x's strides (a view
+  // of rows 3 d_model apart, as the attention's q, k and v are, is rounded without a copy).
+  const auto sizes = xs.sizes(), strides = xs.strides();
+  const float* base = xs.data_ptr<float>();
+  auto row = [&](int64_t i) {
+    int64_t offset = 0;
+    for (int64_t d = xs.dim() - 2; d >= 0; --d) {
+      offset += (i % sizes[d]) * strides[d];
+      i /= sizes[d];
+    }
+    return base + offset;
+  };
+  const int64_t grain = std::max<int64_t>(1, 32768 / w);
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) row_math::round_to_bf16(row(i), out + i * w, w);
+  });
+  return y;
 }
 
 torch::Tensor fast_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha) {

@@ -2,9 +2,14 @@
 
 #include <ATen/Parallel.h>
 
+#include <memory>
+#include <type_traits>
+#include <vector>
+
 #include "recall/core/error.h"
 #include "recall/core/gemm.h"
 #include "recall/core/kernels.h"
+#include "recall/core/precision.h"
 #include "recall/core/row_math.h"
 #include "recall/core/threads.h"
 
@@ -38,60 +43,164 @@ struct Item {
   Ptr row(int64_t t) const { return p + t * ld; }
 };
 
-template <typename T>
-Item<T*> item_of(const torch::Tensor& x, T* base, int64_t b, int64_t h) {
-  return {base + b * x.stride(0) + h * x.stride(2), x.stride(1)};
+// The elements of x: float for float32, the bit patterns (uint16_t) for bfloat16.
+template <typename E>
+E* elements(const torch::Tensor& x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x.data_ptr<float>();
+  } else {
+    return reinterpret_cast<E*>(x.data_ptr<at::BFloat16>());
+  }
 }
 
-torch::Tensor unit_last_stride(const torch::Tensor& x) {
+template <typename E>
+Item<E*> item_of(const torch::Tensor& x, int64_t b, int64_t h) {
+  return {elements<E>(x) + b * x.stride(0) + h * x.stride(2), x.stride(1)};
+}
+
+// q, k, v, or the output gradient as the products take them: float32 with unit stride along d,
+// or, under precision bf16, rounded to bfloat16 once (recall/core/gemm.h round_to_bf16).
+torch::Tensor product_operand(const torch::Tensor& x, bool bf16) {
+  if (bf16) return round_to_bf16(x);
   return x.stride(3) == 1 ? x : x.contiguous();
 }
 
+// The kernel's products, float32 operands (the fast sgemm) or bfloat16 ones (the bf16 GEMM),
+// accumulating in float32 either way.
 void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
 }
+void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+          int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const int status = fast_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
+}
+
+// A block of weights or of their gradients as the next product's operand: the float32 block
+// itself, or under bf16 its rounding, which the row kernel wrote beside it (`rounded`), as
+// autocast rounds softmax's float32 output before its product with v.
+template <typename E>
+const E* block_operand(const float* block, const E* rounded) {
+  if constexpr (std::is_same_v<E, float>) {
+    return block;
+  } else {
+    return rounded;
+  }
+}
+
+// Rounded copies of one block (kBlock rows of up to `width` keys) under bf16 (E bfloat16 bits);
+// nothing in float32.
+template <typename E>
+struct Rounded {
+  std::vector<E> p, g;  // the weights, and (backward) their gradients
+  explicit Rounded(int64_t width, bool gradients = false) {
+    if constexpr (std::is_same_v<E, float>) return;
+    p.resize(static_cast<size_t>(kBlock * width));
+    if (gradients) g.resize(p.size());
+  }
+  uint16_t* bits(std::vector<E>& v) {
+    if constexpr (std::is_same_v<E, float>) {
+      return nullptr;
+    } else {
+      return v.data();
+    }
+  }
+};
 
 // The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its
 // last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item)), each block's
 // weights stay there for the backward; without, each thread reuses one block's scratch, so
-// inference at long context needs no (T x T) buffer per item.
+// inference at long context needs no (T x T) buffer per item. E is the operands' element (float
+// or bfloat16 bits); the weights are float32 either way, rounded per block for their product
+// with v under bf16.
 // Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region: oneDNN's
 // sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the cores were
 // busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose threads are
 // the ones its other ops just used.
+template <typename E>
 void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
             double alpha, const Layout& lay, float* probs, torch::Tensor& y) {
-  const int64_t H = q.size(2), d = q.size(3);
-  auto item = [&](int64_t i, float* scratch) {
-    const auto qi = item_of(q, q.data_ptr<float>(), i / H, i % H);
-    const auto ki = item_of(k, k.data_ptr<float>(), i / H, i % H);
-    const auto vi = item_of(v, v.data_ptr<float>(), i / H, i % H);
-    const auto yi = item_of(y, y.data_ptr<float>(), i / H, i % H);
+  const int64_t H = q.size(2), d = q.size(3), width = lay.width(lay.T - 1);
+  // scratch: one block's weights (inference), and their rounding under bf16
+  auto item = [&](int64_t i, std::vector<float>& scratch, Rounded<E>& rounded) {
+    const auto qi = item_of<E>(q, i / H, i % H), ki = item_of<E>(k, i / H, i % H),
+               vi = item_of<E>(v, i / H, i % H);
+    const auto yi = item_of<float>(y, i / H, i % H);
     for (size_t b = 0; b < lay.offset.size(); ++b) {
       const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
-      float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch;  // (r, w)
+      float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch.data();  // (r, w)
       gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f, P,
            w);  // alpha q_blk k^T
       // In place; row t0 + j sees the memories and context keys up to its own position.
-      row_math::causal_softmax_rows(P, r, w, n_mem + t0);
-      gemm('N', 'N', r, d, w, 1.0f, P, w, vi.p, vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
+      row_math::causal_softmax_rows(P, r, w, n_mem + t0, rounded.bits(rounded.p));
+      gemm('N', 'N', r, d, w, 1.0f, block_operand<E>(P, rounded.p.data()), w, vi.p, vi.ld, 0.0f,
+           yi.row(t0), yi.ld);  // P v
     }
   };
   const int64_t n = q.size(0) * H;
   if (probs) {
     at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) item(i, nullptr);
+      std::vector<float> unused;
+      Rounded<E> rounded(width);
+      for (int64_t i = begin; i < end; ++i) item(i, unused, rounded);
     });
     return;
   }
   // one block's weights per worker
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(at::get_num_threads()));
+  struct Worker {
+    std::vector<float> scratch;
+    std::unique_ptr<Rounded<E>> rounded;
+  };
+  std::vector<Worker> workers(static_cast<size_t>(at::get_num_threads()));
   parallel_claim(n, [&](int64_t i, int worker) {
-    auto& mine = scratch[static_cast<size_t>(worker)];
-    if (mine.empty()) mine.resize(static_cast<size_t>(kBlock * lay.width(lay.T - 1)));
-    item(i, mine.data());
+    auto& mine = workers[static_cast<size_t>(worker)];
+    if (mine.scratch.empty()) {
+      mine.scratch.resize(static_cast<size_t>(kBlock * width));
+      mine.rounded = std::make_unique<Rounded<E>>(width);
+    }
+    item(i, mine.scratch, *mine.rounded);
+  });
+}
+
+// The backward of attend, item by item: from the kept weights P of each block and the output
+// gradient gy,
+//   dP = gy v^T,  gv += P^T gy,  dS = P * (dP - rowsum(P * dP)),  gq = alpha dS k,
+//   gk += alpha dS^T q.
+// Under bf16 (E bfloat16 bits) P and dS are rounded per block for their products, as autocast
+// rounds each product's float32 operands.
+template <typename E>
+void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& probs, const torch::Tensor& gy, int64_t n_mem,
+                     float alpha, torch::Tensor& gq, torch::Tensor& gk, torch::Tensor& gv) {
+  const int64_t T = q.size(1), H = q.size(2), d = q.size(3), S = k.size(1);
+  const Layout lay(T, n_mem);
+  at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> dP(static_cast<size_t>(kBlock * S));
+    Rounded<E> rounded(S, /*gradients=*/true);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b_ = i / H, h = i % H;
+      const auto qi = item_of<E>(q, b_, h), ki = item_of<E>(k, b_, h), vi = item_of<E>(v, b_, h),
+                 gi = item_of<E>(gy, b_, h);
+      const auto gqi = item_of<float>(gq, b_, h), gki = item_of<float>(gk, b_, h),
+                 gvi = item_of<float>(gv, b_, h);
+      for (size_t b = 0; b < lay.offset.size(); ++b) {
+        const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
+        const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];    // (r, w)
+        float* G = dP.data();                                                       // (r, w)
+        gemm('N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G, w);  // gy v^T
+        // dS = P * (dP - sum_j P dP), in place; under bf16 P and dS rounded in the same pass
+        row_math::softmax_backward_rows(P, G, r, w, rounded.bits(rounded.p),
+                                        rounded.bits(rounded.g));
+        gemm('T', 'N', w, d, r, 1.0f, block_operand<E>(P, rounded.p.data()), w, gi.row(t0), gi.ld,
+             1.0f, gvi.p, gvi.ld);  // gv += P^T gy
+        const auto* dS = block_operand<E>(G, rounded.g.data());
+        gemm('N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0), gqi.ld);  // dS k
+        gemm('T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, 1.0f, gki.p,
+             gki.ld);  // += dS^T q
+      }
+    }
   });
 }
 
@@ -99,11 +208,17 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q_in,
                                const torch::Tensor& k_in, const torch::Tensor& v_in, int64_t n_mem,
                                double alpha) {
-    auto q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
+    const bool bf16 = matmul_precision() == Precision::kBf16;
+    // under bf16 the rounded copies are what the backward's products take, kept at half the bytes
+    auto q = product_operand(q_in, bf16), k = product_operand(k_in, bf16),
+         v = product_operand(v_in, bf16);
     const Layout lay(q.size(1), n_mem);
-    auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q.options());  // packed weights
-    auto y = torch::empty(q.sizes(), q.options());                              // (B, T, H, d)
-    attend(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
+    auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q_in.options());  // packed
+    auto y = torch::empty(q.sizes(), q_in.options());                              // (B, T, H, d)
+    if (bf16)
+      attend<uint16_t>(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
+    else
+      attend<float>(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
     ctx->save_for_backward({q, k, v, probs});
     ctx->saved_data["n_mem"] = n_mem;
     ctx->saved_data["alpha"] = alpha;
@@ -116,36 +231,15 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
     const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
     const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
-    const auto gy = unit_last_stride(grads[0]);
-    const int64_t B = q.size(0), T = q.size(1), H = q.size(2), d = q.size(3), S = k.size(1);
-    const Layout lay(T, n_mem);
-    auto gq = torch::empty({B, T, H, d}, q.options());
-    auto gk = torch::zeros({B, S, H, d}, q.options()), gv = torch::zeros({B, S, H, d}, q.options());
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> dP(static_cast<size_t>(kBlock * S));
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t b_ = i / H, h = i % H;
-        const auto qi = item_of(q, q.data_ptr<float>(), b_, h);
-        const auto ki = item_of(k, k.data_ptr<float>(), b_, h);
-        const auto vi = item_of(v, v.data_ptr<float>(), b_, h);
-        const auto gi = item_of(gy, gy.data_ptr<float>(), b_, h);
-        const auto gqi = item_of(gq, gq.data_ptr<float>(), b_, h);
-        const auto gki = item_of(gk, gk.data_ptr<float>(), b_, h);
-        const auto gvi = item_of(gv, gv.data_ptr<float>(), b_, h);
-        for (size_t b = 0; b < lay.offset.size(); ++b) {
-          const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
-          const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];    // (r, w)
-          float* G = dP.data();                                                       // (r, w)
-          gemm('N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G, w);  // gy v^T
-          gemm('T', 'N', w, d, r, 1.0f, P, w, gi.row(t0), gi.ld, 1.0f, gvi.p,
-               gvi.ld);                                 // gv += P^T gy
-          row_math::softmax_backward_rows(P, G, r, w);  // dS = P * (dP - sum_j P dP), in place
-          gemm('N', 'N', r, d, w, alpha, G, w, ki.p, ki.ld, 0.0f, gqi.row(t0), gqi.ld);  // dS k
-          gemm('T', 'N', w, d, r, alpha, G, w, qi.row(t0), qi.ld, 1.0f, gki.p,
-               gki.ld);  // += dS^T q
-        }
-      }
-    });
+    const bool bf16 = q.scalar_type() == torch::kBFloat16;  // as the forward ran
+    const auto gy = product_operand(grads[0], bf16);
+    const auto f32 = probs.options();
+    auto gq = torch::empty(q.sizes(), f32);
+    auto gk = torch::zeros(k.sizes(), f32), gv = torch::zeros(k.sizes(), f32);
+    if (bf16)
+      attend_backward<uint16_t>(q, k, v, probs, gy, n_mem, alpha, gq, gk, gv);
+    else
+      attend_backward<float>(q, k, v, probs, gy, n_mem, alpha, gq, gk, gv);
     return {gq, gk, gv, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -171,9 +265,14 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                     (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (grad) return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);
   // inference: the same blocks without keeping their weights
-  auto qc = unit_last_stride(q), kc = unit_last_stride(k), vc = unit_last_stride(v);
+  const bool bf16 = matmul_precision() == Precision::kBf16;
+  auto qc = product_operand(q, bf16), kc = product_operand(k, bf16), vc = product_operand(v, bf16);
   auto y = torch::empty(q.sizes(), q.options());  // (B, T, H, d)
-  attend(qc, kc, vc, n_mem, alpha, Layout(q.size(1), n_mem), nullptr, y);
+  const Layout lay(q.size(1), n_mem);
+  if (bf16)
+    attend<uint16_t>(qc, kc, vc, n_mem, alpha, lay, nullptr, y);
+  else
+    attend<float>(qc, kc, vc, n_mem, alpha, lay, nullptr, y);
   return y;
 }
 

@@ -1,6 +1,8 @@
 // The vectorised row kernels against std::exp and torch's softmax, including ragged row lengths.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "recall/core/row_math.h"
 
 namespace recall {
@@ -66,6 +68,26 @@ TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
   auto want_gs = torch::gelu_backward(g.to(torch::kFloat64), want_s);
   EXPECT_LT((gs - want_gs).abs().max().item<double>(), 1e-5);
   EXPECT_LT((gbias - 1 - want_gs.sum(0)).abs().max().item<double>(), 1e-4);
+}
+
+TEST(ModelRowMath, RoundToBf16IsTorchsRoundingBitForBit) {
+  torch::manual_seed(5);
+  // random values over many binades, ties both ways (bit 15 set, the rest zero, the kept value
+  // odd and even), the largest values below and at the overflow, denormals, zeros and infinities,
+  // in a ragged length (a vector tail); a NaN last, whose bits torch's own paths spell in two ways
+  // (0x7FC0 scalar, 0xFFFF vectorised)
+  auto x = torch::cat(
+      {torch::randn({1000}) * torch::exp(torch::randn({1000}) * 20),
+       torch::tensor({1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -(1.0f + 1.0f / 256), 3.3895e38f,
+                      3.4028e38f, 1e-40f, -1e-45f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN})});
+  auto got = torch::empty({x.numel()}, torch::kInt16);
+  row_math::round_to_bf16(x.data_ptr<float>(), reinterpret_cast<uint16_t*>(got.data_ptr<int16_t>()),
+                          x.numel());
+  const int64_t n = x.numel() - 1;
+  const auto want = x.narrow(0, 0, n).to(torch::kBFloat16).view(torch::kInt16);
+  EXPECT_TRUE(got.narrow(0, 0, n).equal(want))
+      << "differs at " << got.narrow(0, 0, n).ne(want).nonzero().numel() << " places";
+  EXPECT_TRUE(std::isnan(got.narrow(0, n, 1).view(torch::kBFloat16).item<float>()));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "fast_gemm_test_util.h"
 #include "recall/core/gemm.h"
+#include "recall/core/precision.h"
 #include "recall/stores/attention.h"
 #include "recall/stores/causal_attention.h"
 
@@ -89,6 +90,83 @@ TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
     EXPECT_LT((inferred - reference(q, k, v, N, 0.4)).abs().max().item<double>(), 1e-4);
   }
   EXPECT_EQ(fast_calls(FastKernel::kAttention) - calls, 6) << "the fused attention did not run";
+}
+
+// Under precision bf16 the kernel rounds q, k, v and the output gradient to bfloat16 once, and
+// the weights P and their gradients dS per block, and accumulates in float32. Each value and
+// gradient is then within a bound derived from bf16's 8-bit significand (u = 2^-8, a rounded
+// product moves by at most (2u + u^2) of itself, a float32 sum of n terms by n 2^-24 of their
+// magnitudes) of the float64 attention of the float32 inputs:
+//   logits  |ds_ts| <= delta_ts = alpha (2u + u^2 + d 2^-24) sum_d |q_td| |k_sd|
+//   weights |dP_ts| <= E_t P_ts,  E_t = exp(2 max_s delta_ts) - 1 (+ 2^-20 for float32's softmax)
+//   y       |dy_t| <= sum_s (E_t (1 + 2u + u^2) + 2u + u^2 + 2 S 2^-24) P_ts |v_s|
+//   gv      |dgv_s| <= sum_t (the same factor of row t) P_ts |g_t|
+//   dP      |d(dP)_ts| <= eta_ts = (2u + u^2 + d 2^-24) sum_d |g_td| |v_sd|
+//   c_t = sum_s P dP   |dc_t| <= gamma_t = sum_s (E_t P (|dP| + eta) + P eta) (1 + 2^-20)
+//   dS = P (dP - c)    |d(dS)_ts| <= zeta_ts = E_t P (|dP - c| + eta + gamma) + P (eta + gamma)
+//   gq, gk  alpha sum (zeta (1 + 2u + u^2) + (2u + u^2 + 2 n 2^-24) |dS|) |k| (or |q|)
+// The largest error must also be a good part of its bound: otherwise float32 products ran.
+TEST(ModelCausalAttention, Bf16WithinTheRoundingBoundValuesAndGradients) {
+  RECALL_BF16_OR_SKIP();
+  const ScopedPrecision bf16(Precision::kBf16);
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm), fp32 = fast_calls(FastKernel::kSgemm);
+  const double u = std::ldexp(1.0, -8), ulp = std::ldexp(1.0, -24), rnd = 2 * u + u * u;
+  for (auto [T, N, alpha] : {std::tuple<int64_t, int64_t, double>{150, 3, 0.35}, {70, 0, 1.5}}) {
+    const int64_t B = 2, H = 2, d = 16, S = N + T;
+    torch::manual_seed(11);
+    auto q = torch::randn({B, T, 3, H, d}).select(2, 1), k = torch::randn({B, S, H, d});
+    auto v = torch::randn({B, S, H, d}), g = torch::randn({B, T, H, d});
+    auto qi = q.detach().requires_grad_(true), ki = k.clone().requires_grad_(true),
+         vi = v.clone().requires_grad_(true);
+    auto y = causal_attention(qi, ki, vi, N, alpha);
+    (y * g).sum().backward();
+    // float64, heads first: (B, H, T, d) and (B, H, S, d)
+    auto f64 = [](const torch::Tensor& x) { return x.to(torch::kFloat64).transpose(1, 2); };
+    const auto q64 = f64(q), k64 = f64(k), v64 = f64(v), g64 = f64(g);
+    const auto hidden = torch::ones({T, S}, torch::kBool).triu(N + 1);  // key s > N + t
+    const auto P = torch::softmax(
+        (alpha * torch::matmul(q64, k64.transpose(-1, -2))).masked_fill(hidden, -INFINITY), -1);
+    const auto dP = torch::matmul(g64, v64.transpose(-1, -2));  // (B, H, T, S)
+    const auto c = (P * dP).sum(-1, true);
+    const auto dS = P * (dP - c);
+    const auto exact_y = torch::matmul(P, v64), exact_gv = torch::matmul(P.transpose(-1, -2), g64),
+               exact_gq = alpha * torch::matmul(dS, k64),
+               exact_gk = alpha * torch::matmul(dS.transpose(-1, -2), q64);
+    // the bounds
+    const auto delta =
+        (alpha * (rnd + d * ulp) * torch::matmul(q64.abs(), k64.abs().transpose(-1, -2)))
+            .masked_fill(hidden, 0.0);
+    const auto E = torch::exp(2 * std::get<0>(delta.max(-1, true))) - 1 + std::ldexp(1.0, -20);
+    const auto row = E * (1 + rnd) + rnd + 2 * static_cast<double>(S) * ulp;  // (B, H, T, 1)
+    const auto bound_y = torch::matmul(row * P, v64.abs());
+    const auto bound_gv = torch::matmul((row * P).transpose(-1, -2), g64.abs());
+    const auto eta = (rnd + d * ulp) * torch::matmul(g64.abs(), v64.abs().transpose(-1, -2));
+    const auto gamma =
+        (E * P * (dP.abs() + eta) + P * eta).sum(-1, true) * (1 + std::ldexp(1.0, -20));
+    const auto zeta = E * P * ((dP - c).abs() + eta + gamma) + P * (eta + gamma);
+    auto term = [&](int64_t n) {
+      return zeta * (1 + rnd) + (rnd + 2 * static_cast<double>(n) * ulp) * dS.abs();
+    };
+    const auto bound_gq = alpha * torch::matmul(term(S), k64.abs());
+    const auto bound_gk = alpha * torch::matmul(term(T).transpose(-1, -2), q64.abs());
+    const std::pair<torch::Tensor, std::array<torch::Tensor, 2>> parts[] = {
+        {y, {exact_y, bound_y}},
+        {qi.grad(), {exact_gq, bound_gq}},
+        {ki.grad(), {exact_gk, bound_gk}},
+        {vi.grad(), {exact_gv, bound_gv}}};
+    const char* names[] = {"y", "gq", "gk", "gv"};
+    for (int i = 0; i < 4; ++i) {
+      const auto& [got, want] = parts[i];
+      const auto err = (f64(got) - want[0]).abs(), ratio = err / want[1];
+      EXPECT_TRUE((err <= want[1]).all().item<bool>())
+          << names[i] << " at T " << T << ": worst error over the bound "
+          << ratio.max().item<double>();
+      EXPECT_GT(ratio.max().item<double>(), 0.02)
+          << names[i] << " at T " << T << ": no bf16 rounding seen";
+    }
+  }
+  EXPECT_GT(fast_calls(FastKernel::kBf16Gemm), calls) << "the bf16 GEMM did not run";
+  EXPECT_EQ(fast_calls(FastKernel::kSgemm), fp32) << "a float32 product ran under bf16";
 }
 
 TEST(ModelCausalAttention, RejectsMismatchedShapes) {

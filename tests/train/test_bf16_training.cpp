@@ -35,9 +35,14 @@ TEST(Bf16Training, ResumesExactlyWithFloat32WeightsAndFollowsFp32) {
   test::TempDir dir;
   const TrainConfig fp32 = test::tiny_mqar({"eval_every=4"});
   const TrainConfig bf16 = test::tiny_mqar({"eval_every=4", "precision=bf16"});
-  const int64_t calls = fast_calls(FastKernel::kBf16Gemm);
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm),
+                fp32_calls = fast_calls(FastKernel::kSgemm),
+                attention = fast_calls(FastKernel::kAttention);
   const auto straight = run(bf16, dir / "straight");
   EXPECT_GT(fast_calls(FastKernel::kBf16Gemm), calls) << "the bf16 GEMM did not run";
+  // every product of the run, the fused attention's too, on bf16 operands
+  EXPECT_GT(fast_calls(FastKernel::kAttention), attention) << "the fused attention did not run";
+  EXPECT_EQ(fast_calls(FastKernel::kSgemm), fp32_calls) << "a float32 product ran under bf16";
   EXPECT_EQ(matmul_precision(), Precision::kFp32) << "the run's precision outlived it";
   const auto first = run(bf16, dir / "split", false, 6);
   const auto second = run(bf16, dir / "split", true);

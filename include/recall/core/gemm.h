@@ -22,8 +22,11 @@ std::string fast_gemm_name();
 // The bf16 GEMM beside the fast sgemm ("oneDNN dnnl_gemm_bf16bf16f32", "MKL
 // cblas_gemm_bf16bf16f32", or "" for none). Under
 // matmul_precision() bf16 (recall/core/precision.h), fast_matmul, fast_linear and
-// fast_linear_gelu, forward and backward, round both operands to bfloat16 and run it (float32
-// accumulation and result); the fused attention's products (fast_sgemm) stay float32.
+// fast_linear_gelu, forward and backward, and the fused attention's products
+// (recall/stores/causal_attention.h) round both operands to bfloat16 and run it (float32
+// accumulation and result). Each operand is rounded once: the forward keeps the rounded copies
+// for the backward (half the bytes of the float32 ones), and the backward rounds the incoming
+// gradient once for both of its products.
 std::string bf16_gemm_name();
 
 // The fast sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status,
@@ -32,6 +35,19 @@ std::string bf16_gemm_name();
 int fast_sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                int64_t ldc);
+
+// The bf16 GEMM (row-major, as fast_sgemm) on bfloat16 bit patterns, float32 accumulation and
+// C; counts a call of FastKernel::kBf16Gemm and returns its status, 0 on success. Requires
+// bf16_gemm_name() to be non-empty. Inside a torch parallel region it runs on one thread.
+int fast_bf16_gemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha,
+                   const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                   float* C, int64_t ldc);
+
+// x (float32, on the CPU) rounded to bfloat16 as torch's x.to(kBFloat16) rounds (to nearest,
+// ties to even; row_math::round_to_bf16), in parallel over rows: a new tensor of x's sizes,
+// contiguous, or a transposed contiguous matrix when x is a transposed one (stride(-2) == 1), so
+// a product reads it as x is read. A bfloat16 x is returned as it is.
+torch::Tensor round_to_bf16(const torch::Tensor& x);
 
 // a (M, K) @ b (K, N) -> (M, N), or batched a (n, M, K) @ b (n, K, N) -> (n, M, N); times alpha.
 // Differentiable in a and b (first order).

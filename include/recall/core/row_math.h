@@ -1,8 +1,8 @@
 // Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix and its
-// backward, bias + exact GELU and its backward, LayerNorm and its backward, and the reductions they
-// need. Written on 16-float vectors (GCC vector extensions; branch-free exp and erf) so that they
-// vectorise; on x86-64 Linux each kernel is also compiled for AVX2 and AVX-512 machines and picked
-// at load time.
+// backward, bias + exact GELU and its backward, LayerNorm and its backward, the reductions they
+// need, and the rounding of float32 to bfloat16 that the bf16 products take. Written on 16-float
+// vectors (GCC vector extensions; branch-free exp and erf) so that they vectorise; on x86-64 Linux
+// each kernel is also compiled for AVX2 and AVX-512 machines and picked at load time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -23,6 +23,8 @@ namespace recall::row_math {
 // 16 floats in one value; the compiler maps it onto whatever registers the target has.
 typedef float Vec __attribute__((vector_size(64)));
 typedef int32_t IVec __attribute__((vector_size(64)));
+typedef uint32_t UVec __attribute__((vector_size(64)));
+typedef uint16_t HVec __attribute__((vector_size(32)));  // 16 bfloat16 bit patterns
 constexpr int64_t kLanes = 16;
 
 #define RECALL_INLINE inline __attribute__((always_inline))
@@ -260,27 +262,94 @@ RECALL_VECTOR_CLONES inline void layer_norm_backward_rows(const float* g, const 
   }
 }
 
+// float32 -> bfloat16 (the upper 16 bits), rounded to nearest, ties to even, as c10::BFloat16
+// rounds: adding 0x7FFF plus the lowest kept bit carries into the kept bits exactly when the
+// dropped half is above one half, or equal to it with the kept value odd. A NaN stays a (quiet)
+// NaN; an overflow rounds to infinity, as it must.
+RECALL_INLINE HVec bf16_bits(Vec x) {
+  UVec u;
+  std::memcpy(&u, &x, sizeof u);
+  const UVec rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return __builtin_convertvector(x == x ? rounded : UVec{} + 0x7FC0u, HVec);
+}
+RECALL_INLINE uint16_t bf16_bits(float x) {
+  Vec v{};
+  v[0] = x;  // not splat(x): 0 + -0 is +0, and a denormal flushed
+  return bf16_bits(v)[0];
+}
+
+// y[j] = bf16(x[j]) for j < n.
+RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, uint16_t* y, int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const HVec h = bf16_bits(load(x + j));
+    std::memcpy(y + j, &h, sizeof h);
+  }
+  for (; j < n; ++j) y[j] = bf16_bits(x[j]);
+}
+
+// p[j] * s for j < n, stored back, and with `rounded` also its bfloat16 bits there (the
+// operand of the next bf16 product, rounded in the same pass).
+RECALL_INLINE void scale_in_place(float* p, int64_t n, float s, uint16_t* rounded) {
+  int64_t j = 0;
+  if (!rounded) {
+    for (; j < n; ++j) p[j] *= s;
+    return;
+  }
+  for (; j + kLanes <= n; j += kLanes) {
+    const Vec v = load(p + j) * s;
+    store(p + j, v);
+    const HVec h = bf16_bits(v);
+    std::memcpy(rounded + j, &h, sizeof h);
+  }
+  for (; j < n; ++j) rounded[j] = bf16_bits(p[j] *= s);
+}
+
 // P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
-// masked. Replaces each row with the softmax over what it sees, and zeros after.
+// masked. Replaces each row with the softmax over what it sees, and zeros after; with `rounded`
+// (rows x w bfloat16 bits), writes the result's rounding there too.
 RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
-                                                     int64_t first) {
+                                                     int64_t first, uint16_t* rounded = nullptr) {
   for (int64_t i = 0; i < rows; ++i) {
     float* p = P + i * w;
+    uint16_t* r = rounded ? rounded + i * w : nullptr;
     const int64_t n = std::min(w, first + i + 1);
     const float inv = 1.0f / exp_in_place(p, n, max_of(p, n));
-    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+    scale_in_place(p, n, inv, r);
     std::fill(p + n, p + w, 0.0f);
+    if (r) std::fill(r + n, r + w, uint16_t{0});
   }
 }
 
-// The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w.
+// The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w. With
+// `rounded_p` and `rounded_g` (rows x w bfloat16 bits each), writes the rounding of P and of the
+// result there in the same pass.
 RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
-                                                       int64_t w) {
+                                                       int64_t w, uint16_t* rounded_p = nullptr,
+                                                       uint16_t* rounded_g = nullptr) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* p = P + i * w;
     float* g = G + i * w;
     const float d = dot_of(p, g, w);
-    for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - d);
+    if (!rounded_p) {
+      for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - d);
+      continue;
+    }
+    uint16_t* rp = rounded_p + i * w;
+    uint16_t* rg = rounded_g + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec pv = load(p + j), gv = pv * (load(g + j) - d);
+      store(g + j, gv);
+      const HVec hp = bf16_bits(pv), hg = bf16_bits(gv);
+      std::memcpy(rp + j, &hp, sizeof hp);
+      std::memcpy(rg + j, &hg, sizeof hg);
+    }
+    for (; j < w; ++j) {
+      g[j] = p[j] * (g[j] - d);
+      rp[j] = bf16_bits(p[j]);
+      rg[j] = bf16_bits(g[j]);
+    }
   }
 }
 

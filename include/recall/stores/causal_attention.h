@@ -4,8 +4,11 @@
 // The fused path of the attention store (attention.h): float32 CPU tensors with oneDNN's sgemm
 // present use a blocked kernel: blocks of 64 queries compute logits only against the keys their
 // last row can see, so the masked upper triangle is mostly never computed; each (batch x head)
-// item runs on one thread with its logits in cache. Anything else runs the store's plain-torch
-// reference, AttentionImpl::attend_reference, which the kernel's tests compare against.
+// item runs on one thread with its logits in cache. Under precision bf16 (recall/core/precision.h)
+// q, k, v and the output gradient are rounded to bfloat16 once per call and every product runs on
+// the bf16 GEMM, the weights (and their gradients) rounded per block for theirs; the softmax, its
+// backward and every accumulation stay float32, as under autocast. Anything else runs the store's
+// plain-torch reference, AttentionImpl::attend_reference, which the kernel's tests compare against.
 #pragma once
 #include "recall/core/torch.h"
 
