@@ -1,25 +1,33 @@
-# Fails when a layer includes a layer above it. Layers, lowest first; a file in src/<layer>/ or
-# include/recall/<layer>/ may include recall/<l>/ only for l at or below <layer>.
+# Fails when a file of a layer includes a layer it does not reach through its links
+# (cmake/layers.cmake): a file in src/<layer>/ or include/recall/<layer>/ may include recall/<l>/
+# only for l in the closure of <layer>.
 #   cmake -DROOT=<source dir> -P cmake/check_layers.cmake
-set(layers core stores models train analysis experiments cli)
+cmake_policy(VERSION 3.18)
+include(${CMAKE_CURRENT_LIST_DIR}/layers.cmake)
 set(bad "")
-set(rank 0)
-foreach(layer ${layers})
+foreach(layer ${RECALL_LAYERS} cli)
+  recall_layer_closure(${layer} allowed)
   file(GLOB files ${ROOT}/src/${layer}/*.cpp ${ROOT}/src/${layer}/*.h
        ${ROOT}/include/recall/${layer}/*.h)
   foreach(f ${files})
     file(STRINGS ${f} includes REGEX "^#include \"recall/[a-z_]+/")
     foreach(line ${includes})
       string(REGEX REPLACE "^#include \"recall/([a-z_]+)/.*" "\\1" target "${line}")
-      list(FIND layers ${target} target_rank)
-      if(target_rank GREATER rank OR target_rank EQUAL -1)
+      if(NOT target IN_LIST allowed)
         file(RELATIVE_PATH rel ${ROOT} ${f})
         string(APPEND bad "  ${rel} (${layer}) includes recall/${target}/\n")
       endif()
     endforeach()
   endforeach()
-  math(EXPR rank "${rank} + 1")
+endforeach()
+# Every folder of src/ is a layer: a new one must be placed in cmake/layers.cmake.
+file(GLOB folders LIST_DIRECTORIES true ${ROOT}/src/*)
+foreach(folder ${folders})
+  get_filename_component(name ${folder} NAME)
+  if(IS_DIRECTORY ${folder} AND NOT name IN_LIST RECALL_LAYERS AND NOT name STREQUAL "cli")
+    string(APPEND bad "  src/${name} is no layer of cmake/layers.cmake\n")
+  endif()
 endforeach()
 if(bad)
-  message(FATAL_ERROR "layer order core < stores < models < train < analysis < experiments < cli broken:\n${bad}")
+  message(FATAL_ERROR "the layers of cmake/layers.cmake are broken:\n${bad}")
 endif()

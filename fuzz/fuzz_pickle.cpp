@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "recall/core/error.h"
-#include "recall/core/torch_pickle.h"
+#include "recall/formats/torch_pickle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

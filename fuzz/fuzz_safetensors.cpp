@@ -7,7 +7,7 @@
 #include <string>
 
 #include "recall/core/error.h"
-#include "recall/core/safetensors.h"
+#include "recall/formats/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

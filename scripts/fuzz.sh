@@ -25,8 +25,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILE
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_FUZZ=ON "${launcher[@]}" >/dev/null
 # The libraries, the test programs (and so the binary they run) and the fuzzers; no benchmarks.
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input \
-  recall_core_tests recall_stores_tests recall_models_tests recall_train_tests \
-  recall_analysis_tests recall_experiments_tests recall_cli_tests
+  recall_tests
 echo "fuzz.sh: sanitized build took $(($(date +%s) - t0)) s"
 
 # Torch's allocations that live until exit are not leaks worth failing on.

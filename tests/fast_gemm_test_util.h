@@ -1,4 +1,4 @@
-// Tests of a fast path that needs a fast sgemm (oneDNN's dnnl_sgemm or MKL's, recall/core/gemm.h)
+// Tests of a fast path that needs a fast sgemm (oneDNN's dnnl_sgemm or MKL's, recall/ops/gemm.h)
 // start with RECALL_FAST_GEMM_OR_SKIP(). Where the fast GEMM is required
 // (RECALL_REQUIRE_FAST_GEMM=1, which ctest sets when the CMake option of that name is on, as it is
 // on x86-64), a missing sgemm fails the test instead of skipping it: the fast-versus-reference
@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "recall/core/gemm.h"
-#include "recall/core/kernels.h"
-#include "recall/core/precision.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/kernels.h"
+#include "recall/ops/precision.h"
 
 namespace recall::test {
 
@@ -43,7 +43,7 @@ inline bool fast_gemm_required() {
     }                                                                                           \
   } while (0)
 
-// Tests of the bf16 products (recall/core/precision.h) start with RECALL_BF16_OR_SKIP(): they need
+// Tests of the bf16 products (recall/ops/precision.h) start with RECALL_BF16_OR_SKIP(): they need
 // the fast sgemm (as above), bf16 instructions and a bf16 GEMM, and skip naming what is missing.
 #define RECALL_BF16_OR_SKIP()                                                    \
   do {                                                                           \

@@ -7,16 +7,16 @@
 //   --gtest_filter), names tests that must run: one of them skipping fails the program. CI sets it
 //   for the tests whose dependency or privilege it has, so that those cannot skip unnoticed.
 // - Under RECALL_KERNELS=reference (the *_reference_kernels reruns) the program fails when any
-//   fused kernel ran (recall/core/kernels.h counts their calls).
+//   fused kernel ran (recall/ops/kernels.h counts their calls).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "recall/core/blas.h"
-#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
+#include "recall/ops/blas.h"
+#include "recall/ops/kernels.h"
 
 namespace {
 

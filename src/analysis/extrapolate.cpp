@@ -9,8 +9,8 @@
 
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
-#include "recall/core/plot.h"
 #include "recall/core/signals.h"
+#include "recall/formats/plot.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
@@ -40,7 +40,7 @@ std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig
   const auto rules = config.rules.empty() ? all_beta_rules() : config.rules;
   const TrainConfig base = train_config_from_file(config.train_config, config.sets);
   // before any training: the longest evaluation must fit
-  check_length_memory(base, config.lengths, config.device, config.max_memory, false);
+  check_length_ram(base, config.lengths, config.device, config.max_ram, false);
   std::vector<std::pair<TrainConfig, std::string>> runs;
   for (BetaRule rule : rules)
     for (int64_t k = 0; k < config.seeds; ++k) {
@@ -86,7 +86,7 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
             fmt::format("--lengths {}: checkpoint {} has learned positions for {} "
                         "tokens, only 1 is possible",
                         m, path, mc.seq_len));
-    check_length_memory(r.config, config.lengths, config.device, config.max_memory, false);
+    check_length_ram(r.config, config.lengths, config.device, config.max_ram, false);
     auto task = make_task(r.config, r.vocabulary);
     const BetaRule trained = mc.attn_rule;
     auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;

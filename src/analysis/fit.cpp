@@ -78,7 +78,7 @@ int64_t FitConfig::parameters() const {
   return feed_forward_num_parameters(store_options());
 }
 
-double FitConfig::estimate_memory(std::string* breakdown) const {
+double FitConfig::estimate_ram(std::string* breakdown) const {
   const auto M = static_cast<double>(max_memories()), N = static_cast<double>(width),
              d = static_cast<double>(d_k);
   const double hidden = kind.ffn == FfnKind::kGlu ? 3 * N : N;  // per memory, kept for backward

@@ -1,9 +1,10 @@
 // Feed-forward layers as key-value stores: each key queried through the layer's own weights.
+#include "recall/analysis/inspect_ffn.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
 #include "recall/stores/feed_forward.h"
 #include "recall/stores/isr.h"
@@ -18,7 +19,7 @@ torch::Tensor unit_rows(const torch::Tensor& k) {  // along the last dimension
 }
 
 // Accumulates the ISRs and key coherences of one or more stores (learned_kv: one per head).
-struct Accumulator {
+struct IsrTally {
   std::vector<double> isr;
   double coherence_sum = 0, coherence_max = 0;
   int64_t coherence_n = 0;
@@ -65,7 +66,7 @@ FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn_store, int
   // q_j . k_i / sqrt(d) = k_hat_j . k_i)
   auto q = unit_rows(keys) * std::sqrt(static_cast<double>(d));                 // (H, N, d)
   auto w = per_head ? ffn.key_weights(q) : ffn.key_weights(q[0]).unsqueeze(0);  // (H, N, N)
-  Accumulator acc;
+  IsrTally acc;
   for (int64_t h = 0; h < H; ++h) acc.add(keys[h], w[h], values[h]);
   r.keys = H * keys.size(1);
   r.dim = d;

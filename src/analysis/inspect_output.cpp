@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "recall/analysis/inspect.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 
 namespace recall {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "recall/analysis/inspect.h"
+#include "recall/analysis/inspect_heads.h"
 #include "recall/core/error.h"
 #include "recall/models/activation_cache.h"
 #include "recall/models/block.h"

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <memory>
 
-#include "recall/core/random.h"
-#include "recall/core/row_math.h"
 #include "recall/core/threads.h"
+#include "recall/ops/normal.h"
+#include "recall/ops/row_math.h"
 
 namespace recall {
 

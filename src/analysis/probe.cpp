@@ -15,9 +15,9 @@
 #include "recall/analysis/probe_weights.h"
 #include "recall/core/device.h"
 #include "recall/core/error.h"
-#include "recall/core/kernels.h"
 #include "recall/core/machine.h"
 #include "recall/core/threads.h"
+#include "recall/ops/kernels.h"
 #include "recall/stores/isr.h"
 #include "recall/stores/store.h"
 #include "recall/stores/theory.h"
@@ -107,7 +107,7 @@ namespace {
 // any device: the reference of the fused CPU path (probe_fused.cpp), and the path on CUDA. The
 // similarities of the first q_max queries are one product; each accumulator's weights a pass or
 // more of elementwise ops, and its sums one more product. Returns the multiply-adds of the sums.
-double update_with_torch_ops(std::vector<Accumulator*>& active, const torch::Tensor& queries,
+double update_with_torch_ops(std::vector<ProbeAccumulator*>& active, const torch::Tensor& queries,
                              const torch::Tensor& K, const torch::Tensor& V, int64_t c0, int64_t c1,
                              ProbeProfile& profile) {
   int64_t q_max = 0;
@@ -203,7 +203,7 @@ std::vector<int64_t> rule_grid(const ProbeConfig& config) {
   return grid;
 }
 
-double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown) {
+double estimate_probe_ram(const ProbePlan& plan, std::string* breakdown) {
   const ProbeConfig& config = plan.config;
   const double dkv = static_cast<double>(config.d_k + config.d_v);
   double direct = 0, samples = 0;
@@ -249,7 +249,7 @@ using TrialSamples = std::vector<std::vector<std::vector<double>>>;
 // Streams one trial's memories through the plan's accumulators (the fused path's one region, or
 // the torch-ops path's chunks), reading the ISR at every grid point; adds the products' flops to
 // result.flops and the work to `done`.
-void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryStream& stream,
+void stream_trial(const ProbePlan& plan, std::vector<ProbeAccumulator>& accs, MemoryStream& stream,
                   const ProgressFn& progress, double& done, ProbeResult& result) {
   const ProbeConfig& config = plan.config;
   const bool fused = fast_kernels(config.device);
@@ -263,7 +263,7 @@ void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryS
   if (fused && q_max > 0) queries = queries.t().contiguous();
   for (auto& a : accs) a.start(config.d_v, config.device);
   if (fused) {
-    std::vector<Accumulator*> all;
+    std::vector<ProbeAccumulator*> all;
     for (auto& a : accs) all.push_back(&a);
     const auto totals =
         stream_fused(all, stream, plan.end_max, q_max > 0 ? queries.data_ptr<float>() : nullptr,
@@ -280,7 +280,7 @@ void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryS
         std::min({*std::upper_bound(plan.boundaries.begin(), plan.boundaries.end(), c0),
                   c0 + config.chunk, plan.end_max});
     auto [K, V] = stream.get(c0, c1);
-    std::vector<Accumulator*> active;
+    std::vector<ProbeAccumulator*> active;
     for (auto& a : accs)
       if (a.end > c0) active.push_back(&a);
     int64_t q_active = 0;  // similarities only for the queries some accumulator still needs
@@ -302,7 +302,7 @@ void stream_trial(const ProbePlan& plan, std::vector<Accumulator>& accs, MemoryS
 // This trial's samples: each store's from its accumulator's snapshots (or computed directly for
 // the stores that are no weight function, and with config.reference), each rule point's pooled
 // over trials.
-void collect_trial(const ProbePlan& plan, const std::vector<Accumulator>& accs,
+void collect_trial(const ProbePlan& plan, const std::vector<ProbeAccumulator>& accs,
                    MemoryStream& stream, std::vector<TrialSamples>& store_isr,
                    std::vector<std::vector<std::vector<double>>>& rule_pool,
                    ProbeProfile& profile) {
@@ -409,7 +409,7 @@ ProbeResult run_probe(const ProbePlan& plan, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   ProbeResult result;
   result.config = config;
-  std::vector<Accumulator> accs(plan.sums.begin(), plan.sums.end());
+  std::vector<ProbeAccumulator> accs(plan.sums.begin(), plan.sums.end());
   double done = 0;
   std::vector<TrialSamples> store_isr(plan.specs.size());
   // per rule, per rule_grid point: the samples of every trial

@@ -5,7 +5,7 @@
 
 namespace recall {
 
-void Accumulator::start(int64_t d_v, const torch::Device& device) {
+void ProbeAccumulator::start(int64_t d_v, const torch::Device& device) {
   const auto opts = torch::TensorOptions().device(device);
   sums = torch::zeros({q, d_v}, opts);
   signal = torch::zeros({q}, opts);
@@ -13,7 +13,7 @@ void Accumulator::start(int64_t d_v, const torch::Device& device) {
   for (int64_t M : snapshots) isr[M].resize(static_cast<size_t>(std::min(q, M)));
 }
 
-void Accumulator::snapshot(int64_t M) {
+void ProbeAccumulator::snapshot(int64_t M) {
   const int64_t n = std::min(q, M);
   auto r = (sums.slice(0, 0, n).norm(2, 1) / signal.slice(0, 0, n).abs())
                .to(torch::kCPU, torch::kFloat64)
@@ -21,7 +21,7 @@ void Accumulator::snapshot(int64_t M) {
   isr[M].assign(r.data_ptr<double>(), r.data_ptr<double>() + n);
 }
 
-void Accumulator::snapshot_rows(int64_t M, int64_t r0, int64_t r1) {
+void ProbeAccumulator::snapshot_rows(int64_t M, int64_t r0, int64_t r1) {
   const int64_t d_v = sums.size(1);
   const float* A = sums.data_ptr<float>();
   const float* sig = signal.data_ptr<float>();

@@ -8,9 +8,9 @@
 #include <mutex>
 
 #include "recall/analysis/probe_weights.h"
-#include "recall/analysis/tile_gemm.h"
-#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
+#include "recall/ops/kernels.h"
+#include "recall/ops/tile_gemm.h"
 
 namespace recall {
 
@@ -42,19 +42,20 @@ double since(Clock::time_point t) {
 // Queries [r0, r0 + rows) of `accs`' sums, over memories [c0, end).
 struct SumsItem {
   int64_t r0 = 0, rows = 0, c0 = 0, end = 0;
-  std::vector<Accumulator*> accs;
+  std::vector<ProbeAccumulator*> accs;
   double cost = 0;  // multiply-adds over d: the similarities and each accumulator's sums
 };
 
 // The sums items of block [c0, c1) for the accumulators still running there, longest first, so
 // that threads claiming them in turn finish together; adds the similarity pairs.
-std::vector<SumsItem> block_items(std::vector<Accumulator*> active, int64_t c0, int64_t c1,
+std::vector<SumsItem> block_items(std::vector<ProbeAccumulator*> active, int64_t c0, int64_t c1,
                                   size_t workers, double& similarities) {
   // Accumulators with more queries first: a row tile's accumulators are then a prefix.
-  std::stable_sort(active.begin(), active.end(),
-                   [](const Accumulator* x, const Accumulator* y) { return x->q > y->q; });
+  std::stable_sort(
+      active.begin(), active.end(),
+      [](const ProbeAccumulator* x, const ProbeAccumulator* y) { return x->q > y->q; });
   const int64_t q_max = active.empty() ? 0 : active.front()->q;
-  auto span = [&](const Accumulator* a) { return std::min(a->end, c1) - c0; };
+  auto span = [&](const ProbeAccumulator* a) { return std::min(a->end, c1) - c0; };
   double pairs = 0;
   auto make = [&](int64_t tile) {
     std::vector<SumsItem> items;
@@ -124,7 +125,7 @@ void run_item(const SumsItem& it, const Operands& op, const float* K, const floa
     tile_gemm(K + (b0 - block_start) * op.d_k, op.d_k, 1, op.Qt + it.r0, op.ldq, St, ld, nb,
               it.rows, op.d_k, false);
     sec[0] += since(t);
-    for (Accumulator* a : it.accs) {
+    for (ProbeAccumulator* a : it.accs) {
       if (b0 >= a->end) continue;
       const int64_t rows = std::min(it.rows, a->q - it.r0);
       t = Clock::now();
@@ -172,7 +173,7 @@ struct TrialTasks {
 };
 
 // Each block needs its draw and, per item, the items of the block before that share its rows.
-TrialTasks plan_tasks(const std::vector<Accumulator*>& accs, int64_t end, size_t workers) {
+TrialTasks plan_tasks(const std::vector<ProbeAccumulator*>& accs, int64_t end, size_t workers) {
   constexpr int64_t kBlock = MemoryStream::kBlock;
   const int64_t n_blocks = (end + kBlock - 1) / kBlock;
   TrialTasks plan;
@@ -182,7 +183,7 @@ TrialTasks plan_tasks(const std::vector<Accumulator*>& accs, int64_t end, size_t
   size_t prev_first = 0;  // the first sums task of the block before
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t c0 = b * kBlock, c1 = std::min(c0 + kBlock, end);
-    std::vector<Accumulator*> active;
+    std::vector<ProbeAccumulator*> active;
     for (auto* a : accs)
       if (a->end > c0) {
         active.push_back(a);
@@ -282,7 +283,7 @@ class TaskQueue {
 // its core) then holds back only the items that need its item's rows, while the other threads go
 // on with the rest of the block, the next blocks' draws and their items. At most kSlots blocks
 // are held, in a ring.
-FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStream& stream,
+FusedTotals stream_fused(const std::vector<ProbeAccumulator*>& accs, const MemoryStream& stream,
                          int64_t end, const float* Qt, int64_t ldq,
                          const std::vector<int64_t>& boundaries, ProbeProfile& profile,
                          const std::function<void(double)>& progress) {

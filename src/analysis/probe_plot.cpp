@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "recall/analysis/probe_output.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 
 namespace recall {
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "recall/core/row_math.h"
+#include "recall/ops/row_math.h"
 
 namespace recall {
 

@@ -12,11 +12,11 @@
 
 #include "commands.h"
 #include "recall/analysis/probe_output.h"
-#include "recall/core/blas.h"
 #include "recall/core/busy.h"
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
 #include "recall/core/spawn.h"
+#include "recall/ops/blas.h"
 #include "recall/train/bench_train.h"
 #include "recall/train/train_config.h"
 

@@ -14,7 +14,7 @@ namespace recall::cli {
 void add_eval(CLI::App& root, Action& action) {
   struct Args {
     std::string checkpoint, rule, device = "cpu", precision;
-    int64_t seq_len = 0, batches = 0, max_memory = 0;
+    int64_t seq_len = 0, batches = 0, max_ram = 0;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand("eval", "score a checkpoint on its task");
@@ -27,7 +27,7 @@ void add_eval(CLI::App& root, Action& action) {
       ->check(positive());
   add_device_option(cmd, args->device);
   add_precision_option(cmd, args->precision);
-  add_max_memory(cmd, args->max_memory);
+  add_max_ram(cmd, args->max_ram);
   cmd->callback([args, &action] {
     action = [args] {
       const torch::Device device = parse_device(args->device);
@@ -40,11 +40,11 @@ void add_eval(CLI::App& root, Action& action) {
                                      T, mc.seq_len));
       if (!args->rule.empty()) r.model->set_attn_rule(beta_rule_from_string(args->rule));
       const auto& tc = r.config.trainer;
-      // a length far past memory is refused here, not met with bad_alloc in the forward
+      // a length far past the RAM is refused here, not met with bad_alloc in the forward
       std::string parts;
-      check_memory(fmt::format("--seq-len {}", T),
-                   estimate_eval_memory(r.config, T, tc.batch_size, device, &parts), parts,
-                   args->max_memory);
+      check_ram(fmt::format("--seq-len {}", T),
+                estimate_eval_ram(r.config, T, tc.batch_size, device, &parts), parts,
+                args->max_ram);
       auto task = make_task(r.config, r.vocabulary);
       Rng rng(static_cast<uint64_t>(tc.seed) ^ 0x5bd1e9955bd1e995ULL);  // the training eval set
       const auto set = task->eval_set(args->batches > 0 ? args->batches : tc.eval_batches,

@@ -9,7 +9,7 @@
 #include "recall/analysis/extrapolate.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 
 namespace recall::cli {
 
@@ -47,7 +47,7 @@ void add_extrapolate(CLI::App& root, Action& action) {
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write accuracy against length to this file (.png or .svg)");
   add_device_option(cmd, o->device);
-  add_max_memory(cmd, o->config.max_memory);
+  add_max_ram(cmd, o->config.max_ram);
   cmd->callback([o, &action] {
     o->config.device = parse_device(o->device);
     o->config.pairs = pairs_at_length_from_string(o->pairs);

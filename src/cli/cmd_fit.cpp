@@ -13,7 +13,7 @@ void add_fit(CLI::App& root, Action& action) {
   struct Opts {
     std::string kind = "mlp-relu2", json, device = "cpu";
     FitConfig config;
-    int64_t max_memory = 0;
+    int64_t max_ram = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = root.add_subcommand("fit", "empirical capacity of a trained store");
@@ -32,7 +32,7 @@ void add_fit(CLI::App& root, Action& action) {
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   add_device_option(cmd, o->device);
-  add_max_memory(cmd, o->max_memory);
+  add_max_ram(cmd, o->max_ram);
   cmd->callback([o, &action] {
     o->config.kind = fit_kind_from_string(o->kind);
     o->config.device = parse_device(o->device);
@@ -40,8 +40,8 @@ void add_fit(CLI::App& root, Action& action) {
     check_output("--json", o->json);
     action = [o] {
       std::string parts;
-      const double bytes = o->config.estimate_memory(&parts);
-      check_memory("fit", bytes, parts, o->max_memory);
+      const double bytes = o->config.estimate_ram(&parts);
+      check_ram("fit", bytes, parts, o->max_ram);
       const FitResult r = fit_capacity(o->config);
       if (!is_stdout(o->json)) std::fputs(fit_table(r).c_str(), stdout);
       write_output(o->json, fit_json(r));

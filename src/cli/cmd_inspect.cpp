@@ -8,7 +8,7 @@
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 
 namespace recall::cli {
 
@@ -17,7 +17,7 @@ void add_inspect(CLI::App& root, Action& action) {
     std::string checkpoint, json, plot, device = "cpu", pairs = "fixed";
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
-    int64_t batches = 2, max_memory = 0;
+    int64_t batches = 2, max_ram = 0;
     bool no_ablate = false;
   };
   auto o = std::make_shared<Opts>();
@@ -43,12 +43,12 @@ void add_inspect(CLI::App& root, Action& action) {
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write the plots to this file (.png or .svg)");
   add_device_option(cmd, o->device);
-  add_max_memory(cmd, o->max_memory);
+  add_max_ram(cmd, o->max_ram);
   cmd->callback([o, lengths, &action] {
     InspectConfig config;
     config.lengths = o->lengths;
     config.batches = o->batches;
-    config.max_memory = o->max_memory;
+    config.max_ram = o->max_ram;
     config.ablate = !o->no_ablate;
     config.pairs = pairs_at_length_from_string(o->pairs);
     config.rules.clear();

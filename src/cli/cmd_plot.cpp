@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "output.h"
 #include "recall/core/error.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 #include "recall/train/metrics.h"
 
 namespace recall::cli {

@@ -11,7 +11,7 @@
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/machine.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 
 namespace recall::cli {
 
@@ -98,7 +98,7 @@ void add_probe(CLI::App& root, Action& action) {
     std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
     bool no_rules = false;
     std::string json, csv, plot, device = "cpu";
-    int64_t max_memory = 0;
+    int64_t max_ram = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
@@ -107,7 +107,7 @@ void add_probe(CLI::App& root, Action& action) {
   cmd->add_option("--json", o->json, "write every number as JSON to this file (- : stdout)");
   cmd->add_option("--csv", o->csv, "write every curve point as CSV to this file (- : stdout)");
   cmd->add_option("--plot", o->plot, "write a log-log plot to this file (.png or .svg)");
-  add_max_memory(cmd, o->max_memory);
+  add_max_ram(cmd, o->max_ram);
   cmd->callback([o, &action] {
     resolve_rules(o->config, o->rules, o->no_rules, o->device);
     check_output("--json", o->json);
@@ -116,8 +116,8 @@ void add_probe(CLI::App& root, Action& action) {
     action = [o] {
       std::string parts;
       const ProbePlan plan = plan_probe(o->config);
-      const double bytes = estimate_probe_memory(plan, &parts);
-      check_memory("probe", bytes, parts, o->max_memory);
+      const double bytes = estimate_probe_ram(plan, &parts);
+      check_ram("probe", bytes, parts, o->max_ram);
       Progress progress("probe");
       ProgressFn fn;
       if (!quiet()) fn = [&progress](double d, double t) { progress(d, t); };

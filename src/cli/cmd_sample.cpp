@@ -47,7 +47,7 @@ void add_sample(CLI::App& root, Action& action) {
   struct Args {
     std::string checkpoint, prompt, device = "cpu", precision;
     int64_t tokens = 200, seed = 0, top_k = 0, samples = 1;
-    int64_t max_memory = 0;
+    int64_t max_ram = 0;
     double temperature = 1.0;
   };
   auto args = std::make_shared<Args>();
@@ -64,7 +64,7 @@ void add_sample(CLI::App& root, Action& action) {
   cmd->add_option("--seed", args->seed, "sampling seed")->check(non_negative());
   add_device_option(cmd, args->device);
   add_precision_option(cmd, args->precision);
-  add_max_memory(cmd, args->max_memory);
+  add_max_ram(cmd, args->max_ram);
   cmd->callback([args, &action] {
     action = [args] {
       const torch::Device device = parse_device(args->device);
@@ -80,11 +80,10 @@ void add_sample(CLI::App& root, Action& action) {
       if (prompt.empty()) prompt.push_back(torch::randint(task->vocab_size(), {1}).item<int64_t>());
       const int64_t N = args->samples, ctx = r.config.model.seq_len;
       std::string parts;
-      check_memory(
-          fmt::format("--samples {} --tokens {}", N, args->tokens),
-          estimate_sample_memory(r.config, N, static_cast<int64_t>(prompt.size()) + args->tokens,
-                                 device, &parts),
-          parts, args->max_memory);
+      check_ram(fmt::format("--samples {} --tokens {}", N, args->tokens),
+                estimate_sample_ram(r.config, N, static_cast<int64_t>(prompt.size()) + args->tokens,
+                                    device, &parts),
+                parts, args->max_ram);
       torch::NoGradGuard no_grad;
       // ids (N, length): every row starts with the prompt
       auto ids = torch::tensor(prompt).unsqueeze(0).repeat({N, 1}).to(device);

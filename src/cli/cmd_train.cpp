@@ -16,7 +16,7 @@ void add_train(CLI::App& root, Action& action) {
     std::string config, out, device = "cpu", precision;
     std::vector<std::string> sets;
     bool resume = false;
-    int64_t max_memory = 0;
+    int64_t max_ram = 0;
     int nproc = 1;
     double dist_timeout = kDefaultDistTimeoutSeconds;
   };
@@ -30,7 +30,7 @@ void add_train(CLI::App& root, Action& action) {
   cmd->add_flag("--resume", args->resume, "continue the run in --out exactly where it stopped");
   add_device_option(cmd, args->device);
   add_precision_option(cmd, args->precision);
-  add_max_memory(cmd, args->max_memory);
+  add_max_ram(cmd, args->max_ram);
   cmd->add_option("--nproc", args->nproc,
                   "train as N processes on this host, each on 1/N of every batch (default 1)")
       ->check(CLI::Range(1, 1024));
@@ -53,7 +53,7 @@ void add_train(CLI::App& root, Action& action) {
       const TrainConfig config = train_config_from_file(args->config, args->sets);
       options.out_dir = args->out;
       options.resume = args->resume;
-      options.max_memory = args->max_memory;
+      options.max_ram = args->max_ram;
       options.dist_timeout_s = args->dist_timeout;
       options.stop = stop_on_signal();
       options.progress = !quiet();

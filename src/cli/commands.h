@@ -10,7 +10,7 @@
 
 #include "recall/cli/app.h"
 #include "recall/core/device.h"
-#include "recall/core/precision.h"
+#include "recall/ops/precision.h"
 
 namespace recall {
 struct ProbeConfig;
@@ -38,12 +38,12 @@ int run_stoppable(const std::function<int()>& work, const std::string& resume);
 // The TrainOptions::stop of a run under run_stoppable: the signal received, or 0.
 std::function<int(int64_t)> stop_on_signal();
 
-// --max-memory SIZE (512M, 4G ...) into `bytes`: the limit that the command's memory estimate
-// must stay under, instead of what the machine has free (recall/core/machine.h check_memory).
-void add_max_memory(CLI::App* cmd, int64_t& bytes);
+// --max-memory SIZE (512M, 4G ...) into `bytes`: the limit that the command's RAM estimate
+// must stay under, instead of what the machine has free (recall/core/machine.h check_ram).
+void add_max_ram(CLI::App* cmd, int64_t& bytes);
 
 // --precision fp32|bf16 into `precision` ("" when not given): the matrix products' precision
-// (recall/core/precision.h).
+// (recall/ops/precision.h).
 void add_precision_option(CLI::App* cmd, std::string& precision);
 // The precision a command runs under, checked for `device` (exit 2 with one line when bf16 cannot
 // run here); fp32 when `precision` is "".

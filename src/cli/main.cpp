@@ -9,12 +9,12 @@
 #include "commands.h"
 #include "output.h"
 #include "recall/core/allocator.h"
-#include "recall/core/blas.h"
 #include "recall/core/error.h"
-#include "recall/core/kernels.h"
 #include "recall/core/machine.h"
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
+#include "recall/ops/blas.h"
+#include "recall/ops/kernels.h"
 #include "recall/train/distributed.h"
 
 namespace {
@@ -40,7 +40,7 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
-  recall::keep_freed_memory();
+  recall::keep_freed_heap();
   recall::start_signal_thread();  // before any other thread: none of them ever takes a signal
   CLI::App app{"recall: transformer layers as associative memory stores"};
   int threads = 0;

@@ -21,10 +21,10 @@ std::function<int(int64_t)> stop_on_signal() {
   return [](int64_t) { return stop_signal(); };
 }
 
-void add_max_memory(CLI::App* cmd, int64_t& bytes) {
+void add_max_ram(CLI::App* cmd, int64_t& bytes) {
   cmd->add_option_function<std::string>(
       "--max-memory",
-      [&bytes](const std::string& text) { bytes = parse_memory_size("--max-memory", text); },
+      [&bytes](const std::string& text) { bytes = parse_byte_size("--max-memory", text); },
       "refuse to start when the estimated memory exceeds this (e.g. 4G; default: what the "
       "machine has free)");
 }

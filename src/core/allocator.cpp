@@ -4,7 +4,7 @@
 
 namespace recall {
 
-void keep_freed_memory() {
+void keep_freed_heap() {
   // Fixing M_MMAP_THRESHOLD also turns off glibc's dynamic threshold. 32 MiB is its maximum for
   // heap allocations (half a thread arena's heap).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -3,7 +3,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,22 +10,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <thread>
-#include <vector>
+#include <utility>
 
-#include "recall/core/blas.h"
 #include "recall/core/device.h"
 #include "recall/core/error.h"
-#include "recall/core/gemm.h"
-#include "recall/core/kernels.h"
-#include "recall/core/precision.h"
 #include "recall/core/torch.h"
 
 namespace recall {
@@ -54,11 +46,10 @@ double measure_gemm_gflops(int iters, int repeats, const c10::Device& device) {
 }
 
 namespace {
-
 int64_t read_number(const std::string& path);
+}  // namespace
 
-// The value of the first /proc/cpuinfo line whose key is `key` ("" when there is none).
-std::string cpuinfo_field(const std::string& key) {
+std::string cpu_info(const std::string& key) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -74,8 +65,6 @@ std::string cpuinfo_field(const std::string& key) {
   return "";
 }
 
-// Fraction of the machine's CPU time that was busy over `ms` milliseconds (/proc/stat), -1 when
-// unreadable.
 double busy_fraction(int ms) {
   auto sample = [] {
     std::ifstream in("/proc/stat");
@@ -95,49 +84,6 @@ double busy_fraction(int ms) {
   return total > 0 ? 1.0 - (b.second - a.second) / total : -1.0;
 }
 
-// The highest sustained rate (FLOP/s) of fast_matmul at shapes training runs: the bench-gpt
-// layers' (tokens x d_model) products and larger squares. Each shape is timed in batches of about
-// 0.05 s, the best batch counting.
-double measure_fast_gemm_flops(const c10::Device& device, std::string* how) {
-  torch::NoGradGuard no_grad;
-  auto gen = at::detail::createCPUGenerator(0);  // torch's default generator is left alone
-  struct Shape {
-    int64_t m, k, n;
-  };
-  const Shape shapes[] = {{4096, 128, 512},
-                          {4096, 512, 128},
-                          {4096, 512, 2048},
-                          {1024, 1024, 1024},
-                          {2048, 2048, 2048}};
-  double best = 0;
-  std::string best_shape;
-  for (const auto& sh : shapes) {
-    auto a = torch::randn({sh.m, sh.k}, gen).to(device),
-         b = torch::randn({sh.k, sh.n}, gen).to(device);
-    const double flops = 2.0 * static_cast<double>(sh.m * sh.k * sh.n);
-    auto timed = [&](int iters) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) (void)fast_matmul(a, b);
-      synchronize(device);
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    const double once = timed(2) / 2;  // also the warm-up
-    const int iters = std::max(1, static_cast<int>(0.05 / std::max(once, 1e-6)));
-    for (int rep = 0; rep < 3; ++rep) {
-      const double rate = flops * iters / timed(iters);
-      if (rate > best) {
-        best = rate;
-        best_shape = fmt::format("{}x{}x{}", sh.m, sh.k, sh.n);
-      }
-    }
-  }
-  if (how)
-    *how = fmt::format("{} at {} (M x K x N), the best of 5 training shapes on {} thread{}",
-                       gemm_backend(device), best_shape, at::get_num_threads(),
-                       at::get_num_threads() == 1 ? "" : "s");
-  return best;
-}
-
 std::filesystem::path cache_dir() {
   if (const char* d = std::getenv("RECALL_CACHE_DIR"); d && *d) return d;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d)
@@ -147,109 +93,8 @@ std::filesystem::path cache_dir() {
   return {};
 }
 
-struct CachedRate {
-  double flops = 0;
-  bool idle = false;
-  int64_t when = 0;  // seconds since the epoch
-  std::string how;
-};
-
-// peak-flops.tsv: one line per key, "key<TAB>flops<TAB>idle<TAB>when<TAB>how".
-std::map<std::string, CachedRate> read_rate_cache(const std::filesystem::path& file) {
-  std::map<std::string, CachedRate> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, '\t');) f.push_back(x);
-    if (f.size() != 5) continue;
-    try {
-      out[f[0]] = {std::stod(f[1]), f[2] == "1", std::stoll(f[3]), f[4]};
-    } catch (const std::exception&) {  // a damaged line is measured again
-    }
-  }
-  return out;
-}
-
-// Written whole to a temporary file and renamed, so concurrent processes never read half of it;
-// a cache that cannot be written only costs a measurement next time.
-void write_rate_cache(const std::filesystem::path& file,
-                      const std::map<std::string, CachedRate>& rates) {
-  std::error_code ec;
-  std::filesystem::create_directories(file.parent_path(), ec);
-  const auto tmp = file.string() + fmt::format(".{}.tmp", ::getpid());
-  {
-    std::ofstream out(tmp);
-    for (const auto& [key, r] : rates)
-      out << key << '\t' << fmt::format("{:.6e}", r.flops) << '\t' << (r.idle ? 1 : 0) << '\t'
-          << r.when << '\t' << r.how << '\n';
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      return;
-    }
-  }
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
-}
-
-// The measured peak of `device` at the current thread count, from the disk cache when a
-// measurement on idle cores is there.
-double measured_peak(const c10::Device& device, std::string* how) {
-  if (!device.is_cpu()) return measure_fast_gemm_flops(device, how);
-  const std::string key =
-      fmt::format("{} | {} threads | LibTorch {} | {}", cpuinfo_field("model name"),
-                  at::get_num_threads(), TORCH_VERSION, gemm_backend(device));
-  const auto dir = cache_dir();
-  const auto file = dir.empty() ? std::filesystem::path() : dir / "peak-flops.tsv";
-  auto rates = file.empty() ? std::map<std::string, CachedRate>() : read_rate_cache(file);
-  const auto now = static_cast<int64_t>(std::time(nullptr));
-  const auto it = rates.find(key);
-  if (it != rates.end() && it->second.idle) {
-    if (how) *how = it->second.how + ", on idle cores, cached in " + file.string();
-    return it->second.flops;
-  }
-  const double busy = busy_fraction(200);
-  const bool idle = busy >= 0 && busy < 0.1;
-  std::string measured_how;
-  const double rate = measure_fast_gemm_flops(device, &measured_how);
-  CachedRate r{rate, idle, now, measured_how};
-  if (it != rates.end() && it->second.flops > rate) {
-    r = it->second;  // the highest rate seen stands
-    r.idle = r.idle || idle;
-    r.when = now;
-  }
-  if (!file.empty()) {
-    rates[key] = r;
-    write_rate_cache(file, rates);
-  }
-  if (how) *how = r.how + (r.idle ? ", on idle cores" : ", on busy cores");
-  return r.flops;
-}
-
-}  // namespace
-
-std::string gemm_backend(const c10::Device& device) {
-  const bool bf16 = matmul_precision() == Precision::kBf16;
-  if (fast_gemm_available() && fast_kernels(device) && device.is_cpu())
-    return bf16 && !bf16_gemm_name().empty() ? bf16_gemm_name() + " on " + cpu_bf16_units()
-                                             : fast_gemm_name();
-  const std::string autocast = bf16 ? " under bf16 autocast" : "";
-  if (device.is_cpu()) return fmt::format("torch::matmul ({}){}", torch_blas_name(), autocast);
-  return fmt::format("torch::matmul ({}){}", device.str(), autocast);
-}
-
 bool cpu_has_flag(const std::string& flag) {
-  return (" " + cpuinfo_field("flags") + " ").find(" " + flag + " ") != std::string::npos;
-}
-
-std::string kernel_report() {
-  const bool cuda = torch::cuda::is_available();
-  return fmt::format(
-      "gemm: {}\nfast sgemm: {}\nbf16 gemm: {}\ntorch blas: {}\nlibtorch: {}\ncuda: {}",
-      gemm_backend(c10::Device(c10::kCPU)), fast_gemm_available() ? fast_gemm_name() : "not found",
-      bf16_kernel_report(), torch_blas_name(), TORCH_VERSION,
-      cuda ? fmt::format("available ({} devices)", torch::cuda::device_count()) : "not available");
+  return (" " + cpu_info("flags") + " ").find(" " + flag + " ") != std::string::npos;
 }
 
 double theoretical_fp32_flops(int threads, std::string* how) {
@@ -259,16 +104,16 @@ double theoretical_fp32_flops(int threads, std::string* how) {
       khz > 0) {
     ghz = static_cast<double>(khz) / 1e6;
     clock = "cpufreq maximum";
-  } else if (const std::string model = cpuinfo_field("model name");
+  } else if (const std::string model = cpu_info("model name");
              model.find('@') != std::string::npos) {
     ghz = std::atof(model.c_str() + model.find('@') + 1);
     clock = "model name";
-  } else if (const std::string mhz = cpuinfo_field("cpu MHz"); !mhz.empty()) {
+  } else if (const std::string mhz = cpu_info("cpu MHz"); !mhz.empty()) {
     ghz = std::atof(mhz.c_str()) / 1e3;
     clock = "/proc/cpuinfo MHz";
   }
   if (!(ghz > 0)) return 0;
-  const std::string flags = " " + cpuinfo_field("flags") + " ";
+  const std::string flags = " " + cpu_info("flags") + " ";
   auto has = [&](const char* f) { return flags.find(fmt::format(" {} ", f)) != std::string::npos; };
   int lanes = 4, per_lane = 2;  // SSE: a multiply and an add each cycle
   std::string isa = "SSE";
@@ -286,30 +131,6 @@ double theoretical_fp32_flops(int threads, std::string* how) {
     *how = fmt::format("{} cores x {:.2f} GHz ({}) x {} FLOPs/cycle ({}{})", cores, ghz, clock,
                        lanes * per_lane, isa, per_lane == 4 ? ", 2 FMA units" : "");
   return cores * ghz * 1e9 * lanes * per_lane;
-}
-
-std::string PeakFlops::describe() const {
-  auto g = [](double f) { return fmt::format("{:.1f} GFLOP/s", f / 1e9); };
-  std::string s = fmt::format("peak {}, {}", g(flops), kind);
-  s += fmt::format(" (measured {}: {}", g(measured), measured_how);
-  s += theoretical > 0 ? fmt::format("; theoretical {}: {})", g(theoretical), theoretical_how)
-                       : std::string("; theoretical: the clock is unreadable)");
-  return s;
-}
-
-PeakFlops peak_flops(const c10::Device& device) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, PeakFlops> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = known.try_emplace({device.str(), at::get_num_threads()});
-  if (!fresh) return it->second;
-  PeakFlops& p = it->second;
-  p.measured = measured_peak(device, &p.measured_how);
-  if (device.is_cpu())
-    p.theoretical = theoretical_fp32_flops(at::get_num_threads(), &p.theoretical_how);
-  p.kind = p.theoretical >= p.measured ? "theoretical" : "measured";
-  p.flops = std::max(p.theoretical, p.measured);
-  return p;
 }
 
 double peak_rss_mib() {
@@ -346,7 +167,7 @@ std::string cgroup_dir(const std::string& mount, const std::string& controller) 
 
 }  // namespace
 
-int64_t available_memory_bytes(std::string* source) {
+int64_t available_ram_bytes(std::string* source) {
   int64_t best = std::numeric_limits<int64_t>::max();
   std::string why = "unknown";
   {
@@ -381,7 +202,7 @@ int64_t available_memory_bytes(std::string* source) {
   return best;
 }
 
-int64_t parse_memory_size(const std::string& flag, const std::string& text) {
+int64_t parse_byte_size(const std::string& flag, const std::string& text) {
   std::istringstream in(text);
   double v = 0;
   std::string unit;
@@ -419,18 +240,18 @@ std::string format_bytes(double bytes) {
   return fmt::format(fmt::runtime(u == 0 ? "{:.0f} {}" : "{:.1f} {}"), bytes, units[u]);
 }
 
-void check_memory(const std::string& what, double bytes, const std::string& breakdown,
-                  int64_t max_memory) {
-  if (max_memory > 0) {
-    if (bytes > static_cast<double>(max_memory))
+void check_ram(const std::string& what, double bytes, const std::string& breakdown,
+               int64_t max_ram) {
+  if (max_ram > 0) {
+    if (bytes > static_cast<double>(max_ram))
       throw UsageError(fmt::format(
           "{} needs an estimated {} ({}), more than --max-memory {}; use smaller sizes or raise "
           "--max-memory",
-          what, format_bytes(bytes), breakdown, format_bytes(static_cast<double>(max_memory))));
+          what, format_bytes(bytes), breakdown, format_bytes(static_cast<double>(max_ram))));
     return;
   }
   std::string source;
-  const int64_t have = available_memory_bytes(&source);
+  const int64_t have = available_ram_bytes(&source);
   if (bytes > static_cast<double>(have))
     throw UsageError(fmt::format(
         "{} needs an estimated {} ({}), more than the {} this machine has free ({}); use smaller "

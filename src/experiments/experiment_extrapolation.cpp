@@ -18,9 +18,9 @@
 #include "recall/analysis/probe.h"
 #include "recall/core/error.h"
 #include "recall/core/io.h"
-#include "recall/core/plot.h"
 #include "recall/experiments/experiments.h"
 #include "recall/experiments/report.h"
+#include "recall/formats/plot.h"
 #include "recall/stores/theory.h"
 #include "recall/train/trainer.h"
 

@@ -14,7 +14,7 @@
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
-#include "recall/core/plot.h"
+#include "recall/formats/plot.h"
 #include "recall/train/task.h"
 
 namespace recall::experiment_detail {

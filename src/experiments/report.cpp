@@ -16,9 +16,9 @@
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/core/machine.h"
-#include "recall/core/plot.h"
 #include "recall/core/signals.h"
 #include "recall/experiments/experiments.h"
+#include "recall/formats/plot.h"
 #include "recall/stores/theory.h"
 #include "recall/train/trainer.h"
 

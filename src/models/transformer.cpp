@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "recall/core/error.h"
-#include "recall/core/gemm.h"
 #include "recall/models/block.h"
 #include "recall/models/norm.h"
+#include "recall/ops/gemm.h"
 #include "recall/stores/init.h"
 
 namespace recall {
@@ -107,19 +107,6 @@ torch::Tensor TransformerImpl::forward_incremental(const torch::Tensor& idx, KvC
   if (pos_emb) x = x + pos_emb->weight.narrow(0, offset, T);
   for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_incremental(x, kv.layers[i]);
   return logits(norm_f->forward(x));  // (B, T, vocab)
-}
-
-const torch::Tensor& ActivationCache::at(const std::string& name) const {
-  auto it = tensors.find(name);
-  check_arg(it != tensors.end(),
-            fmt::format("activation '{}' is not in the cache ({} recorded)", name, tensors.size()));
-  return it->second;
-}
-
-std::vector<std::string> ActivationCache::names() const {
-  std::vector<std::string> out;
-  for (const auto& [name, t] : tensors) out.push_back(name);
-  return out;
 }
 
 void TransformerImpl::set_attn_rule(BetaRule rule) {

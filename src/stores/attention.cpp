@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "recall/core/error.h"
-#include "recall/core/gemm.h"
-#include "recall/stores/causal_attention.h"
+#include "recall/ops/causal_attention.h"
+#include "recall/ops/gemm.h"
 #include "recall/stores/init.h"
 #include "recall/stores/rope.h"
 
@@ -186,26 +186,12 @@ torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, Attenti
   return output(a.y);
 }
 
-AttentionImpl::Attended AttentionImpl::attend_reference(const torch::Tensor& q,
-                                                        const torch::Tensor& k,
-                                                        const torch::Tensor& v, int64_t offset) {
-  const int64_t T = q.size(1), N = options.mem_kv(), S = N + offset + T;
-  check_arg(q.dim() == 4 && k.dim() == 4 && k.size(1) == S && q.size(2) == k.size(2) &&
-                q.size(3) == k.size(3) && (!v.defined() || v.sizes() == k.sizes()),
-            fmt::format("attend_reference: expected q (B, T, H, dh) and k, v (B, N + offset + T, "
-                        "H, dh) with N = {} memories and offset {}",
-                        N, offset));
+Attended AttentionImpl::attend_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v, int64_t offset) {
+  const int64_t T = q.size(1), N = options.mem_kv();
   // (H|1, T): beta(p + 1) / beta_0 * scale / sqrt(dh) of the query rows
-  auto scale = logit_scale(offset + T, q.options()).narrow(1, offset, T);
-  auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, S)
-  // query t sees the N memories and context keys s <= offset + t: key column j when j <= N + p
-  const auto index = q.options().dtype(torch::kInt64);
-  auto col = torch::arange(S, index).unsqueeze(0);                   // (1, S)
-  auto row = torch::arange(offset, offset + T, index).unsqueeze(1);  // (T, 1)
-  auto hidden = col.gt(row + N);                                     // (T, S)
-  auto w = torch::softmax(logits.masked_fill(hidden, -std::numeric_limits<double>::infinity()), -1);
-  if (!v.defined()) return {torch::Tensor(), w};
-  return {torch::einsum("bhts,bshd->bthd", {w, v}), w};  // (B, T, H, dh)
+  const auto scale = logit_scale(offset + T, q.options()).narrow(1, offset, T);
+  return causal_attention_reference(q, k, v, scale, N, offset);
 }
 
 torch::Tensor AttentionImpl::output(const torch::Tensor& y) {

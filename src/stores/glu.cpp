@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "recall/core/error.h"
-#include "recall/core/gemm.h"
+#include "recall/ops/gemm.h"
 #include "recall/stores/feed_forward.h"
 #include "recall/stores/init.h"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "recall/core/error.h"
-#include "recall/core/gemm.h"
+#include "recall/ops/gemm.h"
 #include "recall/stores/feed_forward.h"
 #include "recall/stores/init.h"
 
@@ -20,8 +20,10 @@ void LearnedKvStoreImpl::reset() {
   check_arg(S >= 1, fmt::format("ffn_slots = {}: must be >= 1 with ffn = learned_kv", S));
   check_arg(D >= 1 && H >= 1 && D % H == 0,
             fmt::format("d_model = {} is not divisible by n_heads = {}", D, H));
-  w1 = register_module("w1", make_linear(D, D, options.bias()));
-  w2 = register_module("w2", make_linear(D, D, options.bias()));
+  // Registered as w1 and w2, the input and output maps of every feed-forward kind: the state's
+  // names are the same for all (checkpoints, exports, the Python twin, fit's initialisation).
+  wq = register_module("w1", make_linear(D, D, options.bias()));
+  wo = register_module("w2", make_linear(D, D, options.bias()));
   slot_keys = register_parameter("keys", torch::randn({H, S, D / H}) / std::sqrt(D / H));
   slot_values = register_parameter("values", torch::randn({H, S, D / H}) * kInitStd);
 }
@@ -40,7 +42,7 @@ torch::Tensor LearnedKvStoreImpl::recall_weights(const torch::Tensor& x) {
   auto shape = x.sizes().vec();
   shape.back() = H;
   shape.push_back(-1);
-  auto q = fast_linear(x, w1->weight, w1->bias).reshape({-1, H, dh}).transpose(0, 1);  // (H, n, dh)
+  auto q = fast_linear(x, wq->weight, wq->bias).reshape({-1, H, dh}).transpose(0, 1);  // (H, n, dh)
   return slot_weights(q, slot_keys, dh).transpose(0, 1).reshape(shape);  // (..., H, S)
 }
 
@@ -64,9 +66,9 @@ torch::Tensor LearnedKvStoreImpl::forward(const torch::Tensor& x) {
   detail::check_features(x, options.d_model());
   const int64_t H = options.n_heads(), dh = d_head();
   auto shape = x.sizes().vec();  // (..., d_model)
-  auto q = fast_linear(x, w1->weight, w1->bias).reshape({-1, H, dh}).transpose(0, 1);  // (H, n, dh)
+  auto q = fast_linear(x, wq->weight, wq->bias).reshape({-1, H, dh}).transpose(0, 1);  // (H, n, dh)
   auto y = fast_matmul(slot_weights(q, slot_keys, dh), slot_values);  // (H, n, S) @ (H, S, dh)
-  return fast_linear(y.transpose(0, 1).reshape(shape), w2->weight, w2->bias);  // (..., d_model)
+  return fast_linear(y.transpose(0, 1).reshape(shape), wo->weight, wo->bias);  // (..., d_model)
 }
 
 }  // namespace recall

@@ -1,6 +1,6 @@
 #include "recall/stores/mlp.h"
 
-#include "recall/core/gemm.h"
+#include "recall/ops/gemm.h"
 #include "recall/stores/feed_forward.h"
 
 namespace recall {

@@ -9,6 +9,8 @@
 
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/peak_flops.h"
 #include "recall/train/distributed.h"
 #include "recall/train/trainer.h"
 

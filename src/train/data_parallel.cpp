@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "recall/core/kernels.h"
-#include "recall/core/precision.h"
+#include "recall/ops/kernels.h"
+#include "recall/ops/precision.h"
 
 namespace recall {
 

@@ -1,15 +1,12 @@
 #include "recall/train/export.h"
 
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/pickler.h>
-
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "recall/core/enum_names.h"
 #include "recall/core/io.h"
-#include "recall/core/safetensors.h"
+#include "recall/formats/safetensors.h"
+#include "recall/formats/torch_save.h"
 #include "recall/models/foreign_config.h"
 #include "recall/train/gpt2_names.h"
 #include "recall/train/trainer.h"
@@ -46,33 +43,6 @@ NamedTensors named_state(const torch::nn::Module& module) {
       continue;
     out.emplace_back(name, b.value().detach().to(torch::kCPU).contiguous().clone());
   }
-  return out;
-}
-
-std::string state_dict_pickle(const NamedTensors& tensors) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : tensors) dict.insert(name, t);
-  return torch_save_bytes(dict);
-}
-
-std::string torch_save_bytes(const c10::IValue& value) {
-  // torch::pickle_save wraps a typed dict in torch.jit._pickle.restore_type_tag, a global that
-  // torch.load refuses under weights_only (its default since torch 2.6); untagged, the pickle holds
-  // only what every torch.load accepts: a dict of _rebuild_tensor_v2 over FloatStorage records.
-  std::string pickle;
-  torch::jit::Pickler pickler([&](const char* buf, size_t n) { pickle.append(buf, n); }, nullptr,
-                              nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
-  pickler.protocol();
-  pickler.pushIValue(value);
-  pickler.stop();
-  std::string out;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* buf, size_t n) {
-    out.append(static_cast<const char*>(buf), n);
-    return n;
-  });
-  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
-                                     writer);
-  writer.writeEndOfFile();
   return out;
 }
 

@@ -12,7 +12,7 @@
 
 #include "recall/core/error.h"
 #include "recall/core/io.h"
-#include "recall/core/torch_pickle.h"
+#include "recall/formats/torch_pickle.h"
 #include "recall/models/foreign_config.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/gpt2_names.h"
@@ -279,6 +279,9 @@ ForeignModel import_model(const std::string& path, TrainConfig config, const std
           path, m.config.vocab_size, task->vocab_size(), to_string(config.task.text_units)));
   }
   // The model lives only until its bytes are taken: the weights are then held twice at most.
+  // Torch's generator (which building the model draws from, and whose state the checkpoint keeps)
+  // starts from the config's seed, as training does: the same import gives the same bytes.
+  torch::manual_seed(static_cast<uint64_t>(config.trainer.seed));
   std::string weights = module_bytes(*build_foreign_model(m));
   make_output_dir("--out", out_dir);
   std::ostringstream task_rng;

@@ -42,7 +42,7 @@ std::string Task::decode(const std::vector<int64_t>& ids) const {
 }
 
 std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int64_t>& vocabulary,
-                                int64_t max_memory) {
+                                int64_t max_ram) {
   switch (config.task.kind) {
     case TaskKind::kMqar:
       return std::make_unique<MqarTask>(config.model.vocab_size, config.task.mqar_pairs,
@@ -50,7 +50,7 @@ std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int
     case TaskKind::kFacts:
       return std::make_unique<FactsTask>(config.task, static_cast<uint64_t>(config.trainer.seed));
     case TaskKind::kText:
-      return std::make_unique<TextTask>(config.task, vocabulary, max_memory);
+      return std::make_unique<TextTask>(config.task, vocabulary, max_ram);
   }
   throw std::invalid_argument("task: unknown kind");
 }

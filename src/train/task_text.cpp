@@ -103,12 +103,12 @@ std::string normalise(const std::string& raw) {
 }
 
 // The corpus is held as bytes, then as 8-byte ids (and a sorted copy for the vocabulary): a file
-// larger than memory allows is refused before it is read, not met with bad_alloc minutes later.
-void check_corpus_memory(const std::string& name, uintmax_t bytes, int64_t max_memory) {
-  check_memory("text_file " + name, 26.0 * static_cast<double>(bytes),
-               fmt::format("{} of text, about 26 bytes a character as text and ids",
-                           format_bytes(static_cast<double>(bytes))),
-               max_memory);
+// larger than RAM allows is refused before it is read, not met with bad_alloc minutes later.
+void check_corpus_ram(const std::string& name, uintmax_t bytes, int64_t max_ram) {
+  check_ram("text_file " + name, 26.0 * static_cast<double>(bytes),
+            fmt::format("{} of text, about 26 bytes a character as text and ids",
+                        format_bytes(static_cast<double>(bytes))),
+            max_ram);
 }
 
 // Text holds no NUL byte; a binary file would train on bytes that mean nothing.
@@ -126,7 +126,7 @@ std::string describe(int64_t unit, TextUnits kind) {
 
 }  // namespace
 
-TextSource read_text_source(const std::string& path, int64_t max_memory) {
+TextSource read_text_source(const std::string& path, int64_t max_ram) {
   namespace fs = std::filesystem;
   const std::string name = path.empty() ? std::string(kDefaultTextCorpus) : path;
   std::error_code ec;
@@ -138,7 +138,7 @@ TextSource read_text_source(const std::string& path, int64_t max_memory) {
   TextSource source;
   source.name = name;
   if (!fs::is_directory(name, ec)) {
-    check_corpus_memory(name, fs::file_size(name, ec), max_memory);
+    check_corpus_ram(name, fs::file_size(name, ec), max_ram);
     source.text = read_file("text_file", name);
     check_not_binary(name, source.text);
     source.files = 1;
@@ -154,7 +154,7 @@ TextSource read_text_source(const std::string& path, int64_t max_memory) {
       bytes += entry.file_size(ec);
     }
   check_arg(!ec, fmt::format("text_file {}: cannot list the folder: {}", name, ec.message()));
-  check_corpus_memory(name, bytes, max_memory);
+  check_corpus_ram(name, bytes, max_ram);
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
     const std::string file = (fs::path(name) / f).string();
@@ -173,9 +173,9 @@ TextSource read_text_source(const std::string& path, int64_t max_memory) {
 TextTask::TextTask(TextUnits units, std::vector<int64_t> vocabulary)
     : unit_kind_(units), units_(std::move(vocabulary)) {}
 
-TextTask::TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary, int64_t max_memory)
+TextTask::TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary, int64_t max_ram)
     : unit_kind_(config.text_units), units_(std::move(vocabulary)) {
-  const TextSource source = read_text_source(config.text_file, max_memory);
+  const TextSource source = read_text_source(config.text_file, max_ram);
   const auto units = to_units(source.text, unit_kind_, "text_file " + source.name);
   check_arg(units.size() >= 2, fmt::format("text_file {}: holds {} characters; it needs at least 2",
                                            source.name, units.size()));

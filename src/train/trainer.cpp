@@ -19,17 +19,18 @@
 
 #include "recall/core/device.h"
 #include "recall/core/error.h"
-#include "recall/core/gemm.h"
 #include "recall/core/io.h"
-#include "recall/core/kernels.h"
 #include "recall/core/machine.h"
-#include "recall/core/precision.h"
 #include "recall/core/signals.h"
 #include "recall/core/threads.h"
 #include "recall/models/block.h"
+#include "recall/ops/fused_adamw.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/kernels.h"
+#include "recall/ops/peak_flops.h"
+#include "recall/ops/precision.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
-#include "recall/train/fused_adamw.h"
 #include "recall/train/metrics.h"
 
 namespace recall {
@@ -134,8 +135,8 @@ double mean_step_seconds(const std::vector<double>& step_seconds) {
 }
 
 std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary,
-                                   int64_t max_memory) {
-  auto task = make_task(config, vocabulary, max_memory);
+                                   int64_t max_ram) {
+  auto task = make_task(config, vocabulary, max_ram);
   if (config.task.kind == TaskKind::kText) config.model.vocab_size = task->vocab_size();
   config.model.validate();
   return task;
@@ -188,7 +189,7 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
   }
 }
 
-double estimate_train_memory(const TrainConfig& config, int workers, std::string* breakdown) {
+double estimate_train_ram(const TrainConfig& config, int workers, std::string* breakdown) {
   const ModelConfig& m = config.model;
   const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size),
                L = static_cast<double>(m.n_layers), H = static_cast<double>(m.n_heads);
@@ -225,8 +226,8 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
   return state + acts + ckpt;
 }
 
-double estimate_eval_memory(const TrainConfig& config, int64_t seq_len, int64_t batch,
-                            const torch::Device& device, std::string* breakdown, bool all_weights) {
+double estimate_eval_ram(const TrainConfig& config, int64_t seq_len, int64_t batch,
+                         const torch::Device& device, std::string* breakdown, bool all_weights) {
   const ModelConfig& m = config.model;
   const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size),
                H = static_cast<double>(m.n_heads), B = static_cast<double>(batch),
@@ -251,11 +252,11 @@ double estimate_eval_memory(const TrainConfig& config, int64_t seq_len, int64_t 
   return params + acts + logits + weights;
 }
 
-double estimate_sample_memory(const TrainConfig& config, int64_t samples, int64_t length,
-                              const torch::Device& device, std::string* breakdown) {
+double estimate_sample_ram(const TrainConfig& config, int64_t samples, int64_t length,
+                           const torch::Device& device, std::string* breakdown) {
   const ModelConfig& m = config.model;
   std::string forward;
-  const double eval = estimate_eval_memory(config, m.seq_len, samples, device, &forward);
+  const double eval = estimate_eval_ram(config, m.seq_len, samples, device, &forward);
   // (N, H, T, d_head) keys and values per layer
   const double cache = 2.0 * 4 * static_cast<double>(m.n_layers) * static_cast<double>(samples) *
                        static_cast<double>(m.seq_len) * static_cast<double>(m.d_model);
@@ -277,7 +278,7 @@ struct RunStart {
   DistEnv env;
 };
 
-// Check: the run folder (a run there only with --resume or reuse), the memory estimate, and on
+// Check: the run folder (a run there only with --resume or reuse), the RAM estimate, and on
 // resume the checkpoint against this config and this process count.
 RunStart check_start(const TrainConfig& config, const TrainOptions& options) {
   check_output_dir("--out", options.out_dir);
@@ -294,8 +295,8 @@ RunStart check_start(const TrainConfig& config, const TrainOptions& options) {
                     "choose another folder",
                     options.out_dir));
   std::string parts;
-  const double bytes = estimate_train_memory(start.config, at::get_num_threads(), &parts);
-  check_memory("training " + options.out_dir, bytes, parts, options.max_memory);
+  const double bytes = estimate_train_ram(start.config, at::get_num_threads(), &parts);
+  check_ram("training " + options.out_dir, bytes, parts, options.max_ram);
   check_precision(config.trainer.precision, options.device, "precision =");
   if (start.resume) start.ckpt = load_checkpoint(ckpt_file);
   if (start.resume && start.ckpt.optimizer.empty())
@@ -304,7 +305,7 @@ RunStart check_start(const TrainConfig& config, const TrainOptions& options) {
                     "state to continue; it is for eval, sample, inspect, extrapolate "
                     "and export",
                     ckpt_file));
-  start.task = resolve_task(start.config, start.ckpt.vocabulary, options.max_memory);
+  start.task = resolve_task(start.config, start.ckpt.vocabulary, options.max_ram);
   if (start.resume) check_checkpoint_config(start.config, start.ckpt.config_toml, ckpt_file);
   start.env = dist_env_from_environment();
   if (start.resume && start.ckpt.world_size != start.env.world_size)

@@ -120,7 +120,7 @@ TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
   test::write_text(dir / "tiny.toml", test::tiny_mqar_toml());
   const test::UsageCases bad = {
       {{"extrapolate", "--checkpoints", ckpt, "--lengths", "65536,65537"}, "--lengths 65537"},
-      // the memory estimate, not a constant, bounds the lengths: an explicit limit, so that the
+      // the RAM estimate, not a constant, bounds the lengths: an explicit limit, so that the
       // case holds on a machine of any size
       {{"extrapolate", "--checkpoints", ckpt, "--lengths", "1,65536", "--max-memory", "64M"},
        "--lengths 65536 (1048576 tokens) needs an estimated"},

@@ -8,8 +8,8 @@
 #include "recall/analysis/memory_stream.h"
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
-#include "recall/core/kernels.h"
 #include "recall/core/threads.h"
+#include "recall/ops/kernels.h"
 
 using namespace recall;
 
@@ -173,11 +173,11 @@ TEST(Probe, OnePlanServesTheEstimateAndEveryRun) {
   EXPECT_EQ(plan.end_max, 2048);
   // the estimate holds at least the stream's cached block and the fused path's three (keys and
   // values: 8 MiB each at d = 64), and grows with the queries' sums and similarities
-  const double bytes = estimate_probe_memory(plan, nullptr);
+  const double bytes = estimate_probe_ram(plan, nullptr);
   EXPECT_GE(bytes, 4 * 4.0 * 16384 * 128);
   ProbeConfig more = c;
   more.queries = 256;
-  EXPECT_GT(estimate_probe_memory(plan_probe(more), nullptr), bytes);
+  EXPECT_GT(estimate_probe_ram(plan_probe(more), nullptr), bytes);
   const std::string once = probe_json(run_probe(plan));
   EXPECT_EQ(probe_json(run_probe(plan)), once);  // a plan is read, never changed, by a run
   EXPECT_EQ(probe_json(run_probe(c)), once);

@@ -1,6 +1,7 @@
 // The probe's fused CPU kernels against their torch-ops references: the vectorised relative
-// weights, the tile product, and the whole streamed probe (fused against torch ops, which
-// RECALL_KERNELS=reference and CUDA run); and the PyTorch peer against recall's JSON.
+// weights and the whole streamed probe (fused against torch ops, which RECALL_KERNELS=reference
+// and CUDA run; its tile product is tests/ops/test_tile_gemm.cpp); and the PyTorch peer against
+// recall's JSON.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,8 +13,7 @@
 #include "recall/analysis/probe.h"
 #include "recall/analysis/probe_output.h"
 #include "recall/analysis/probe_weights.h"
-#include "recall/analysis/tile_gemm.h"
-#include "recall/core/kernels.h"
+#include "recall/ops/kernels.h"
 #include "recall/stores/store.h"
 
 using namespace recall;
@@ -38,49 +38,6 @@ TEST(ProbeKernels, RelativeWeightsMatchTorchOps) {
   const auto ref = relative_weights(soft, s64);
   const auto bound = ref * (2e-6 + 2 * (26.0 * (1.0 - s64)).abs() * std::ldexp(1.0, -24));
   EXPECT_TRUE(((out.to(torch::kFloat64) - ref).abs() <= bound).all().item<bool>());
-}
-
-TEST(ProbeKernels, TileGemmMatchesMm) {
-  // Row counts off the 4-row blocks and column counts off the 64- and 16-column blocks.
-  for (auto [m, n, k] : {std::tuple{7, 83, 19}, {32, 64, 512}, {1, 5, 3}}) {
-    auto a = torch::randn({m, k}), b = torch::randn({k, n}), c = torch::randn({m, n});
-    auto out = c.clone();
-    tile_gemm(a.data_ptr<float>(), k, 1, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
-              true);
-    EXPECT_TRUE(torch::allclose(out, c + a.mm(b), 1e-4, 1e-4)) << m << " " << n << " " << k;
-    tile_gemm(a.data_ptr<float>(), k, 1, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
-              false);
-    EXPECT_TRUE(torch::allclose(out, a.mm(b), 1e-4, 1e-4)) << m << " " << n << " " << k;
-    // A read transposed: a stored as (k, m)
-    const auto at = a.t().contiguous();
-    tile_gemm(at.data_ptr<float>(), 1, m, b.data_ptr<float>(), n, out.data_ptr<float>(), n, m, n, k,
-              false);
-    EXPECT_TRUE(torch::allclose(out, a.mm(b), 1e-4, 1e-4)) << m << " " << n << " " << k << " t";
-  }
-}
-
-TEST(ProbeKernels, TileGemmKernelsAgreeBitForBit) {
-  if (!tile_gemm_avx512()) GTEST_SKIP() << "the AVX-512 tile kernel does not run here";
-  // The AVX-512 kernel and the portable one sum each element over k in the
-  // same order with fused multiply-adds: the same bits, so the probe's JSON does not depend on
-  // which ran. Shapes off every block, a strided B and a transposed A, as the probe reads them.
-  for (auto [m, n, k, ldb] :
-       {std::tuple{7, 83, 19, 83}, {512, 32, 64, 256}, {32, 64, 512, 64}, {5, 40, 3, 40}}) {
-    auto a = torch::randn({m, k}), b = torch::randn({k, ldb}), c = torch::randn({m, n});
-    const auto at = a.t().contiguous();
-    for (bool accumulate : {false, true})
-      for (bool transposed : {false, true}) {
-        const float* pa = transposed ? at.data_ptr<float>() : a.data_ptr<float>();
-        const int64_t ar = transposed ? 1 : k, ac = transposed ? m : 1;
-        auto fast = c.clone(), portable = c.clone();
-        tile_gemm(pa, ar, ac, b.data_ptr<float>(), ldb, fast.data_ptr<float>(), n, m, n, k,
-                  accumulate);
-        tile_gemm_portable(pa, ar, ac, b.data_ptr<float>(), ldb, portable.data_ptr<float>(), n, m,
-                           n, k, accumulate);
-        EXPECT_TRUE(torch::equal(fast, portable))
-            << m << " " << n << " " << k << " " << accumulate << " " << transposed;
-      }
-  }
 }
 
 TEST(ProbeKernels, FusedProbeMatchesTorchOps) {

@@ -75,7 +75,7 @@ std::string last_line(const std::string& s) {
 
 // Too large for any machine, or for the limit given: exit 2 and one line with the estimate, before
 // any file is written.
-TEST(CliLimits, WorkOverTheMemoryLimitIsRefusedUpFront) {
+TEST(CliLimits, WorkOverTheRamLimitIsRefusedUpFront) {
   const auto dir = fresh_dir("recall_cli_limits");
   struct Case {
     std::string args, needle;

@@ -157,7 +157,7 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
   fs::create_directories(dir / "empty_folder");
   fs::create_directories(dir / "not_a_run");
   write("not_a_run/notes.txt", "hello\n");
-  // a sparse file of 4 GiB: refused for memory before it is read, not met with bad_alloc (about
+  // a sparse file of 4 GiB: refused for RAM before it is read, not met with bad_alloc (about
   // 104 GiB estimated)
   const std::string huge = write("huge.txt", "");
   fs::resize_file(huge, 4ull << 30);

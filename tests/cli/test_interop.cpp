@@ -172,7 +172,7 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
-  // The same run evaluated far past memory, against a stated limit (so on any machine), and
+  // The same run evaluated far past the RAM, against a stated limit (so on any machine), and
   // under a precision that does not exist: refused with one line, exit 2
   for (const auto& [flags, needle] :
        {std::pair<std::string, std::string>{" --seq-len 1000000 --max-memory 1G",

@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "fast_gemm_test_util.h"
-#include "recall/core/gemm.h"
-#include "recall/core/kernels.h"
-#include "recall/core/precision.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/kernels.h"
+#include "recall/ops/precision.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"

@@ -4,7 +4,7 @@
 
 #include "fast_gemm_test_util.h"
 #include "model_test_util.h"
-#include "recall/core/kernels.h"
+#include "recall/ops/kernels.h"
 #include "recall/train/data_parallel.h"
 
 namespace recall {

@@ -8,7 +8,7 @@
 
 #include "device_test_util.h"
 #include "recall/core/error.h"
-#include "recall/core/kernels.h"
+#include "recall/ops/kernels.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"

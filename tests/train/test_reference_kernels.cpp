@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "recall/core/kernels.h"
+#include "recall/ops/kernels.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"
 

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "model_test_util.h"
+#include "recall/ops/fused_adamw.h"
 #include "recall/train/data_parallel.h"
-#include "recall/train/fused_adamw.h"
 
 namespace recall {
 namespace {

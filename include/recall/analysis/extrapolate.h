@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "recall/analysis/inspect.h"
+#include "recall/analysis/length_prompts.h"
 #include "recall/stores/beta_rule.h"
 
 namespace recall {
@@ -39,7 +39,7 @@ struct ExtrapolateConfig {
   int64_t batches = 2;
   PairsAtLength pairs = PairsAtLength::kFixed;  // the mqar pairs of the longer prompts
   torch::Device device = torch::kCPU;           // where runs train and checkpoints are evaluated
-  int64_t max_memory = 0;  // bytes the lengths may need (check_length_memory); 0: what is free
+  int64_t max_ram = 0;  // bytes the lengths may need (check_length_ram); 0: what is free
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
 };

@@ -68,7 +68,7 @@ struct FitConfig {
   // Estimated peak bytes of fit_capacity at the largest M: keys and values (M, d), the hidden
   // activations kept for the backward pass, the (M, M) scores of the recall check, and the store
   // with its gradients and Adam moments. `breakdown` gets the parts in words.
-  double estimate_memory(std::string* breakdown) const;
+  double estimate_ram(std::string* breakdown) const;
 };
 
 struct FitTrial {

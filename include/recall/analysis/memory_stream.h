@@ -1,5 +1,5 @@
 // The capacity probe's memories: a seeded stream of keys and values uniform on the unit sphere
-// (normalised Gaussian vectors from core/random.h), drawn in fixed blocks so that memory i is the
+// (normalised Gaussian vectors from ops/normal.h), drawn in fixed blocks so that memory i is the
 // same whatever ranges it is read in. Internal to the probe (probe.cpp, probe_fused.cpp).
 #pragma once
 #include <algorithm>

@@ -126,7 +126,7 @@ struct ProbeSum {
 
 // What a probe computes, derived once from its config: the stores and their M grids, the rule
 // points and their betas, and the running sums they read. Built by plan_probe, read by
-// run_probe and estimate_probe_memory (and again by every run of the same plan).
+// run_probe and estimate_probe_ram (and again by every run of the same plan).
 struct ProbePlan {
   ProbeConfig config;
   std::vector<StoreSpec> specs;
@@ -153,7 +153,7 @@ ProbeResult run_probe(const ProbeConfig& config, const ProgressFn& progress = nu
 // running sum its sums q x d_v and weights q x chunk, four blocks of the memory stream), the fp64
 // matrices of the stores computed directly (keys and values of the largest M, weights q x M), and
 // the ISR samples kept. `breakdown` gets the parts in words.
-double estimate_probe_memory(const ProbePlan& plan, std::string* breakdown);
+double estimate_probe_ram(const ProbePlan& plan, std::string* breakdown);
 
 // The M grid each store is probed at, and each rule.
 std::vector<int64_t> store_grid(const ProbeConfig& config, const std::string& store);

@@ -12,8 +12,8 @@
 
 namespace recall {
 
-struct Accumulator {
-  explicit Accumulator(const ProbeSum& s)
+struct ProbeAccumulator {
+  explicit ProbeAccumulator(const ProbeSum& s)
       : weight(s.weight),
         q(s.queries),
         end(s.end),

@@ -21,7 +21,7 @@ struct FusedTotals {
 // ascending. Qt (d_k, ldq) is the queries transposed. The profile gets the kernels' and the
 // waits' thread-seconds (the draws' are the stream's draw_seconds()); progress(work) gets the
 // work done so far, on the calling thread.
-FusedTotals stream_fused(const std::vector<Accumulator*>& accs, const MemoryStream& stream,
+FusedTotals stream_fused(const std::vector<ProbeAccumulator*>& accs, const MemoryStream& stream,
                          int64_t end, const float* Qt, int64_t ldq,
                          const std::vector<int64_t>& boundaries, ProbeProfile& profile,
                          const std::function<void(double)>& progress);

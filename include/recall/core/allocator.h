@@ -9,6 +9,6 @@ namespace recall {
 // model, a tenth of the step. This keeps freed memory in the process instead (allocations up to
 // 32 MiB come from the heaps; heaps are neither trimmed nor deleted below 64 MiB of free top).
 // Peak memory is unchanged; the process just does not shrink. Call once, before threads start.
-void keep_freed_memory();
+void keep_freed_heap();
 
 }  // namespace recall

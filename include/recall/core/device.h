@@ -1,7 +1,7 @@
 // The device a computation runs on. Commands take --device cpu | cuda | cuda:N; parse_device is the
 // one place that turns that text into a torch::Device and refuses a CUDA device that this build or
 // machine does not have. Tensors are then made on their inputs' device (x.options()), and the CPU
-// fast paths fall back to torch's ops elsewhere (fast_kernels in recall/core/kernels.h).
+// fast paths fall back to torch's ops elsewhere (fast_kernels in recall/ops/kernels.h).
 #pragma once
 #include <string>
 

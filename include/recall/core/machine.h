@@ -1,10 +1,13 @@
-// Measurements shared by the benchmarks and the trainer: the machine's fp32 GEMM rate, timed in
-// this process; the peak fp32 rate MFU divides by; the kernels in use; the process's peak resident
-// memory.
+// What the machine is and has: its CPU (/proc/cpuinfo, its theoretical fp32 rate), how busy it is,
+// LibTorch's own fp32 GEMM rate timed in this process, the process's peak resident memory, the RAM
+// it may still take and the check of an estimate against it, and the folder recall caches
+// measurements in. The peak that MFU divides by, which times recall's own kernels, is
+// recall/ops/peak_flops.h.
 #pragma once
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 namespace recall {
@@ -15,14 +18,17 @@ namespace recall {
 double measure_gemm_gflops(int iters = 10, int repeats = 3,
                            const c10::Device& device = c10::Device(c10::kCPU));
 
-// The GEMM the trainer's matrix products run on `device`: "oneDNN dnnl_sgemm" or "MKL sgemm" when
-// one was found (and RECALL_KERNELS is not reference), else torch's matmul and its library, e.g.
-// "torch::matmul (OpenBLAS SkylakeX)".
-std::string gemm_backend(const c10::Device& device = c10::Device(c10::kCPU));
+// The value of the first /proc/cpuinfo line whose key is `key` (e.g. "model name"), "" when there
+// is none.
+std::string cpu_info(const std::string& key);
 
-// The kernels this process uses, one "name: value" per line (the GEMM, the fast sgemm found
-// or none, the OpenBLAS core, the LibTorch version, CUDA), for --version.
-std::string kernel_report();
+// Fraction of the machine's CPU time that was busy over `ms` milliseconds (/proc/stat), -1 when
+// unreadable.
+double busy_fraction(int ms);
+
+// Where recall caches measurements across processes: RECALL_CACHE_DIR, else
+// $XDG_CACHE_HOME/recall, else ~/.cache/recall; empty when none of them is set.
+std::filesystem::path cache_dir();
 
 // Whether /proc/cpuinfo lists `flag` (e.g. "avx512_bf16") among the CPU's flags.
 bool cpu_has_flag(const std::string& flag);
@@ -33,42 +39,23 @@ bool cpu_has_flag(const std::string& flag);
 // clock cannot be read; `how` says how it was derived.
 double theoretical_fp32_flops(int threads, std::string* how = nullptr);
 
-// The peak MFU divides by.
-struct PeakFlops {
-  double flops = 0;        // per second, the larger of the two below
-  std::string kind;        // "measured" or "theoretical": which one it is
-  double measured = 0;     // the highest sustained rate of the trainer's GEMM at its shapes
-  double theoretical = 0;  // theoretical_fp32_flops, 0 when unknown
-  std::string measured_how, theoretical_how;
-  // One line: "peak 312.4 GFLOP/s (measured: ...; theoretical 294.4 GFLOP/s: ...)".
-  std::string describe() const;
-};
-
-// The peak on `device` at torch's current thread count: the larger of the theoretical rate and the
-// highest sustained rate of the very GEMM the trainer calls (fast_matmul) at training shapes. A
-// CPU measurement is kept on disk (RECALL_CACHE_DIR, else $XDG_CACHE_HOME/recall, else
-// ~/.cache/recall), keyed by CPU model, threads and library; only the highest rate seen is kept,
-// and one taken while other work held the cores is taken again by the next process, until one is
-// taken on idle cores. Once per process per device and thread count.
-PeakFlops peak_flops(const c10::Device& device = c10::Device(c10::kCPU));
-
 // Peak resident set size of this process so far, in MiB.
 double peak_rss_mib();
 
 // Memory this process may still take: the least of MemAvailable (/proc/meminfo) and the room left
 // under its cgroup's limit (v2 memory.max - memory.current, or v1 memory.limit_in_bytes -
 // memory.usage_in_bytes). `source` names the limit that decided. Unknown: INT64_MAX.
-int64_t available_memory_bytes(std::string* source = nullptr);
+int64_t available_ram_bytes(std::string* source = nullptr);
 
 // "--max-memory" values: bytes, or a number with K, M, G or T (powers of 1024, an optional B or
 // iB), e.g. 512M, 1.5G. Throws UsageError naming `flag` and the value.
-int64_t parse_memory_size(const std::string& flag, const std::string& text);
+int64_t parse_byte_size(const std::string& flag, const std::string& text);
 
-// Refuses work, before it starts, whose estimated memory `bytes` (`breakdown` says of what)
-// exceeds `max_memory` when that is > 0 (the user's limit replaces the machine's), else
-// available_memory_bytes(): UsageError naming `what`, the estimate, the limit and the fix.
-void check_memory(const std::string& what, double bytes, const std::string& breakdown,
-                  int64_t max_memory);
+// Refuses work, before it starts, whose estimated RAM `bytes` (`breakdown` says of what)
+// exceeds `max_ram` when that is > 0 (the user's limit replaces the machine's), else
+// available_ram_bytes(): UsageError naming `what`, the estimate, the limit and the fix.
+void check_ram(const std::string& what, double bytes, const std::string& breakdown,
+               int64_t max_ram);
 
 // Bytes in binary units for messages: "3.2 GiB".
 std::string format_bytes(double bytes);

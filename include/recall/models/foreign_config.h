@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "recall/core/torch_pickle.h"
+#include "recall/formats/torch_pickle.h"
 #include "recall/models/model_config.h"
 
 namespace recall {

@@ -18,11 +18,9 @@ class NormImpl : public torch::nn::Cloneable<NormImpl> {
  public:
   explicit NormImpl(NormOptions options);
   void reset() override;
-  // x: (..., dim) -> (..., dim). LayerNorm on float32 CPU runs a fused kernel (one vectorised
-  // pass per row each way), matching layer_norm_reference to float32 rounding.
+  // x: (..., dim) -> (..., dim); LayerNorm through recall/ops/layer_norm.h (its fused kernel on
+  // float32 CPU tensors).
   torch::Tensor forward(const torch::Tensor& x);
-  // torch::layer_norm with this module's parameters: the fallback and the tests' reference.
-  torch::Tensor layer_norm_reference(const torch::Tensor& x);
   NormOptions options;
   torch::Tensor weight;  // (dim,)
   torch::Tensor bias;    // (dim,), layernorm with bias only

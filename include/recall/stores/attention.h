@@ -23,6 +23,7 @@
 // value link of associative recall from content alone (docs/science.md §7).
 #pragma once
 #include "recall/core/torch.h"
+#include "recall/ops/causal_attention.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/store.h"
 
@@ -79,17 +80,11 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // The pieces of forward (a model's activation cache reads them): q (B, T, H, dh) after RoPE,
   // k and v (B, N + T, H, dh) with the N memories first.
   std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
-  // What attend_reference returns: the per-head outputs, before head_mask and the output
-  // projection, and the weights that made them.
-  struct Attended {
-    torch::Tensor y;        // (B, T, H, dh); undefined when attend_reference got no values
-    torch::Tensor weights;  // (B, H, T, S), S = N + offset + T
-  };
-  // The attention maths in plain torch ops, the one reference of this store: forward's fallback
-  // and the fused kernel's reference in tests, the activation cache, incremental decoding and
-  // recall_weights. q (B, T, H, dh) holds the positions offset .. offset + T - 1; k and v
-  // (B, S, H, dh) the N memories, then the context keys 0 .. offset + T - 1 (with_memories). For
-  // query t (position p = offset + t)
+  // The attention maths in plain torch ops (causal_attention_reference, recall/ops/
+  // causal_attention.h) at this layer's logit scale: forward's fallback, the activation cache,
+  // incremental decoding and recall_weights. q (B, T, H, dh) holds the positions offset ..
+  // offset + T - 1; k and v (B, S, H, dh) the N memories, then the context keys 0 .. offset + T - 1
+  // (with_memories). For query t (position p = offset + t)
   //   w_ts = softmax_s(q_t . k_s * logit_scale(p + 1))   over the memories and context s <= p,
   //   y_t = sum_s w_ts v_s.
   // Without v (undefined), the weights alone.

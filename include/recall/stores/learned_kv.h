@@ -30,8 +30,8 @@ class LearnedKvStoreImpl : public StoreModule<LearnedKvStoreImpl, Store> {
   int64_t d_head() const { return options.d_model() / options.n_heads(); }
 
   LearnedKvStoreOptions options;
-  torch::nn::Linear w1{nullptr};  // the query Wq: d_model -> d_model
-  torch::nn::Linear w2{nullptr};  // the output Wo: d_model -> d_model
+  torch::nn::Linear wq{nullptr};  // the query map Wq: d_model -> d_model (state "w1")
+  torch::nn::Linear wo{nullptr};  // the output map Wo: d_model -> d_model (state "w2")
   torch::Tensor slot_keys;        // parameter "keys": (H, S, d_head)
   torch::Tensor slot_values;      // parameter "values": (H, S, d_head)
 };

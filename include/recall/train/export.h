@@ -13,8 +13,9 @@
 #pragma once
 #include <string>
 
-#include "recall/core/safetensors.h"
 #include "recall/core/torch.h"
+#include "recall/formats/safetensors.h"
+#include "recall/formats/torch_save.h"
 #include "recall/models/transformer.h"
 #include "recall/train/train_config.h"
 
@@ -28,12 +29,7 @@ ExportFormat export_format_from_string(const std::string& s);
 // Every parameter and buffer of `module` under its dotted name (CPU copies), but the attention's
 // head_mask (inspection state, all ones in a trained model).
 NamedTensors named_state(const torch::nn::Module& module);
-// A torch.save-format zip of the dict name -> tensor: torch.load reads it with its defaults
-// (weights_only) under torch 1.13 and every 2.x.
-std::string state_dict_pickle(const NamedTensors& tensors);
-// `value` (dicts, lists, tuples, strings, numbers, tensors) in torch.save's format, untagged.
-std::string torch_save_bytes(const c10::IValue& value);
-// state_dict_pickle(named_state(module)).
+// state_dict_pickle(named_state(module)) (recall/formats/torch_save.h).
 std::string state_dict_pickle(const torch::nn::Module& module);
 
 // Writes DIR/model.pt, DIR/model.safetensors and DIR/config.json (the ModelConfig keys under

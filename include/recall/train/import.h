@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include "recall/core/safetensors.h"
+#include "recall/formats/safetensors.h"
 #include "recall/models/transformer.h"
 #include "recall/train/train_config.h"
 

@@ -99,22 +99,22 @@ inline constexpr const char* kDefaultTextCorpus = "/usr/share/games/fortunes";
 // (not links, not *.dat, not subfolders) in sorted name order, each normalised (line endings to \n,
 // "%" separator lines to blank lines, control bytes other than tab dropped). An empty path is the
 // default corpus. Throws std::invalid_argument naming the path when it cannot be read, and
-// UsageError before reading when its estimated memory exceeds `max_memory` bytes (0: what the
-// machine has free; recall/core/machine.h check_memory).
+// UsageError before reading when its estimated RAM exceeds `max_ram` bytes (0: what the
+// machine has free; recall/core/machine.h check_ram).
 struct TextSource {
   std::string name;   // the path read
   std::string text;   // the bytes
   int64_t files = 0;  // files read
 };
-TextSource read_text_source(const std::string& path, int64_t max_memory = 0);
+TextSource read_text_source(const std::string& path, int64_t max_ram = 0);
 
 // Character-level language modelling of a UTF-8 text (read_text_source): the vocabulary is the
 // sorted set of bytes or codepoints in it; the last val_fraction of it is held out for evaluation.
 class TextTask : public Task {
  public:
   // `vocabulary`, when given (from a checkpoint), must cover the file; otherwise it is built.
-  // `max_memory` bounds the corpus's estimated memory (read_text_source).
-  TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary = {}, int64_t max_memory = 0);
+  // `max_ram` bounds the corpus's estimated RAM (read_text_source).
+  TextTask(const TaskConfig& config, std::vector<int64_t> vocabulary = {}, int64_t max_ram = 0);
   // A task that only encodes and decodes (sampling from a checkpoint without the corpus).
   TextTask(TextUnits units, std::vector<int64_t> vocabulary);
   int64_t vocab_size() const override { return static_cast<int64_t>(units_.size()); }
@@ -137,11 +137,10 @@ class TextTask : public Task {
 };
 
 // Builds the task of `config` (reading the text file for text). For text, `vocabulary` is the one a
-// checkpoint stored, and `max_memory` bounds the corpus's memory (read_text_source). Throws
+// checkpoint stored, and `max_ram` bounds the corpus's RAM (read_text_source). Throws
 // std::invalid_argument when the task cannot be built from the config.
 std::unique_ptr<Task> make_task(const TrainConfig& config,
-                                const std::vector<int64_t>& vocabulary = {},
-                                int64_t max_memory = 0);
+                                const std::vector<int64_t>& vocabulary = {}, int64_t max_ram = 0);
 
 // Decodes UTF-8 into codepoints; throws std::invalid_argument naming `source` and the byte offset
 // of the first invalid sequence.

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "recall/core/precision.h"
 #include "recall/models/transformer.h"
+#include "recall/ops/precision.h"
 
 namespace recall {
 
@@ -48,7 +48,7 @@ struct TrainerConfig {
   int64_t checkpoint_every = 0;  // 0: checkpoint only at the end or when stopped
   int64_t seed = 0;
   double peak_flops = 0;  // per second, for MFU; 0: the machine's peak (core/machine.h)
-  // The matrix products' precision (recall/core/precision.h): fp32, or bf16 operands with fp32
+  // The matrix products' precision (recall/ops/precision.h): fp32, or bf16 operands with fp32
   // accumulation; weights, optimizer and checkpoints stay fp32 either way.
   Precision precision = Precision::kFp32;
 };

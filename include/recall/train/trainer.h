@@ -1,5 +1,5 @@
 // The training loop: one step is the data-parallel backward (recall/train/data_parallel.h), a
-// global gradient-norm clip and the fused AdamW (recall/train/fused_adamw.h), with warmup then
+// global gradient-norm clip and the fused AdamW (recall/ops/fused_adamw.h), with warmup then
 // cosine decay of the learning rate; periodic evaluation, metrics as JSON lines
 // (DIR/metrics.jsonl), a progress line on stderr, and checkpoints (DIR/checkpoint.bin) from which
 // --resume continues exactly: the same losses as a run that never stopped, given the same thread
@@ -41,9 +41,9 @@ struct TrainOptions {
   // Where the model and its batches live (recall/core/device.h). Not part of the config: a run
   // resumes on any device, and the checkpoint loads on any device.
   torch::Device device = torch::kCPU;
-  // Refuse the run up front when its estimated memory exceeds this many bytes (> 0), or else what
-  // the machine has free (recall/core/machine.h check_memory).
-  int64_t max_memory = 0;
+  // Refuse the run up front when its estimated RAM exceeds this many bytes (> 0), or else what
+  // the machine has free (recall/core/machine.h check_ram).
+  int64_t max_ram = 0;
   // Polled after every step; a non-zero value stops the run after a checkpoint (a signal number
   // from the CLI, or any value a caller chooses).
   std::function<int(int64_t step)> stop;
@@ -89,7 +89,7 @@ double mean_step_seconds(const std::vector<double>& step_seconds);
 // for the backward pass of a batch_size x seq_len batch (per block about 12 d + 3 ffn-hidden
 // floats per token, and 3 per attention weight, B H T^2; the logits 4 B T V); and the checkpoint's
 // serialised copy of parameters and moments. `breakdown` gets the parts in words.
-double estimate_train_memory(const TrainConfig& config, int workers, std::string* breakdown);
+double estimate_train_ram(const TrainConfig& config, int workers, std::string* breakdown);
 
 // Estimated peak bytes of evaluating `config`'s model on batches of `batch` sequences of
 // `seq_len` tokens on `device`, without gradients: the fp32 parameters, a block's activations
@@ -97,15 +97,15 @@ double estimate_train_memory(const TrainConfig& config, int workers, std::string
 // query rows per thread on the fused path, whose memory grows linearly in T, or 3 B H T^2 floats on
 // the plain-torch path or when every head's weights are kept (`all_weights`, recall inspect). This
 // is what bounds the lengths that evaluation, extrapolation and inspection accept.
-double estimate_eval_memory(const TrainConfig& config, int64_t seq_len, int64_t batch,
-                            const torch::Device& device, std::string* breakdown,
-                            bool all_weights = false);
+double estimate_eval_ram(const TrainConfig& config, int64_t seq_len, int64_t batch,
+                         const torch::Device& device, std::string* breakdown,
+                         bool all_weights = false);
 
 // Bytes `recall sample` needs for `samples` continuations of `length` tokens in all (prompt and
 // generated): the eval forward of `samples` rows at the training length (the context that slides
 // past it), the key-value cache of every layer over that context, and the token ids.
-double estimate_sample_memory(const TrainConfig& config, int64_t samples, int64_t length,
-                              const torch::Device& device, std::string* breakdown);
+double estimate_sample_ram(const TrainConfig& config, int64_t samples, int64_t length,
+                           const torch::Device& device, std::string* breakdown);
 
 // Trains `config` (validated) into options.out_dir. Throws UsageError for bad input found before
 // training (unwritable folder, an existing run without --resume, a checkpoint that does not match)
@@ -125,10 +125,10 @@ struct RunContext {
 TrainResult train_run(const TrainConfig& config, const std::string& out_dir,
                       const RunContext& context);
 
-// Sets up the task for `config`, fixing vocab_size where the task decides it (text); `max_memory`
-// bounds the corpus's memory (make_task).
+// Sets up the task for `config`, fixing vocab_size where the task decides it (text); `max_ram`
+// bounds the corpus's RAM (make_task).
 std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary = {},
-                                   int64_t max_memory = 0);
+                                   int64_t max_ram = 0);
 
 // The batch's tensors on `device`.
 Batch to_device(const Batch& batch, const torch::Device& device);

@@ -1,0 +1,46 @@
+// Causal softmax attention over N memory keys followed by T context keys:
+//   y_t = sum_{s < N + t + 1} softmax_s(alpha q_t . k_s) v_s,   t = 0..T-1
+// (memories are visible to every query; context key s - N only to queries t >= s - N).
+// The fused path of the attention store (attention.h): float32 CPU tensors with oneDNN's sgemm
+// present use a blocked kernel: blocks of 64 queries compute logits only against the keys their
+// last row can see, so the masked upper triangle is mostly never computed; each (batch x head)
+// item runs on one thread with its logits in cache. Under precision bf16 (recall/ops/precision.h)
+// q, k, v and the output gradient are rounded to bfloat16 once per call and every product runs on
+// the bf16 GEMM, the weights (and their gradients) rounded per block for theirs; the softmax, its
+// backward and every accumulation stay float32, as under autocast. Anything else runs the
+// plain-torch reference beside it, causal_attention_reference, which the kernel's tests compare
+// against, and which the attention store (recall/stores/attention.h) runs for its general logit
+// scales, its activation cache and incremental decoding.
+#pragma once
+#include "recall/core/torch.h"
+
+namespace recall {
+
+// Whether causal_attention runs on these tensors: float32, non-empty, on the CPU with oneDNN's
+// sgemm, and the fast kernels on (core/kernels.h).
+bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+// q: (B, T, H, d), k and v: (B, N + T, H, d) -> (B, T, H, d), contiguous. Differentiable in q, k, v
+// (first order). Needs causal_attention_runs(q, k, v).
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t n_mem, double alpha);
+
+// What causal_attention_reference returns: the per-head outputs and the weights that made them.
+struct Attended {
+  torch::Tensor y;        // (B, T, H, dh); undefined when the reference got no values
+  torch::Tensor weights;  // (B, H, T, S), S = N + offset + T
+};
+
+// The attention maths in plain torch ops, the one reference. q (B, T, H, dh) holds the positions
+// offset .. offset + T - 1; k and v (B, S, H, dh) the N = n_mem memories, then the context keys
+// 0 .. offset + T - 1; scale (H|1, T) the logit multiplier of each head and query row. For query
+// t (position p = offset + t)
+//   w_ts = softmax_s(scale_t q_t . k_s)   over the memories and context s <= p,
+//   y_t = sum_s w_ts v_s.
+// Without v (undefined), the weights alone. causal_attention(q, k, v, N, alpha) is this with
+// offset 0 and scale alpha everywhere.
+Attended causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, const torch::Tensor& scale,
+                                    int64_t n_mem, int64_t offset = 0);
+
+}  // namespace recall

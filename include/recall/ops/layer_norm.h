@@ -1,0 +1,19 @@
+// LayerNorm over the last dimension, y = (x - mean) / sqrt(var + eps) * weight (+ bias), with the
+// biased variance (as torch): a fused kernel (one vectorised pass per row each way, where torch's
+// kernels make several) beside its reference, torch::layer_norm.
+#pragma once
+#include "recall/core/torch.h"
+
+namespace recall {
+
+// x (..., D), weight (D,), bias (D,) or undefined -> (..., D). The fused kernel on float32 CPU
+// tensors under the fast kernels (recall/ops/kernels.h), matching layer_norm_reference to float32
+// rounding; layer_norm_reference anywhere else. Differentiable in x, weight and bias.
+torch::Tensor fast_layer_norm(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias, double eps);
+
+// torch::layer_norm: the fallback and the tests' reference.
+torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, double eps);
+
+}  // namespace recall

@@ -1,0 +1,302 @@
+#include "recall/ops/causal_attention.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <limits>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "recall/core/error.h"
+#include "recall/core/threads.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/kernels.h"
+#include "recall/ops/precision.h"
+#include "recall/ops/row_math.h"
+
+namespace recall {
+
+namespace {
+
+constexpr int64_t kBlock = 64;  // query rows per block
+
+// Where each query block's logits live inside one item's packed buffer: block b holds rows
+// [t0, t1) against the first w = N + t1 keys, row-major (rows x w).
+struct Layout {
+  int64_t T, N;
+  std::vector<int64_t> offset;  // per block, in floats
+  int64_t item = 0;             // floats per item
+  Layout(int64_t T_, int64_t N_) : T(T_), N(N_) {
+    for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
+      offset.push_back(item);
+      item += rows(t0) * width(t0);
+    }
+  }
+  int64_t rows(int64_t t0) const { return std::min(kBlock, T - t0); }
+  int64_t width(int64_t t0) const { return N + t0 + rows(t0); }
+};
+
+// One (batch, head) item of a (B, rows, H, d) tensor: its first row and the stride between rows.
+template <typename Ptr>
+struct Item {
+  Ptr p;
+  int64_t ld;
+  Ptr row(int64_t t) const { return p + t * ld; }
+};
+
+// The elements of x: float for float32, the bit patterns (uint16_t) for bfloat16.
+template <typename E>
+E* elements(const torch::Tensor& x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x.data_ptr<float>();
+  } else {
+    return reinterpret_cast<E*>(x.data_ptr<at::BFloat16>());
+  }
+}
+
+template <typename E>
+Item<E*> item_of(const torch::Tensor& x, int64_t b, int64_t h) {
+  return {elements<E>(x) + b * x.stride(0) + h * x.stride(2), x.stride(1)};
+}
+
+// q, k, v, or the output gradient as the products take them: float32 with unit stride along d,
+// or, under precision bf16, rounded to bfloat16 once (recall/ops/gemm.h round_to_bf16).
+torch::Tensor product_operand(const torch::Tensor& x, bool bf16) {
+  if (bf16) return round_to_bf16(x);
+  return x.stride(3) == 1 ? x : x.contiguous();
+}
+
+// The kernel's products, float32 operands (the fast sgemm) or bfloat16 ones (the bf16 GEMM),
+// accumulating in float32 either way.
+void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
+}
+void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+          int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const int status = fast_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
+}
+
+// A block of weights or of their gradients as the next product's operand: the float32 block
+// itself, or under bf16 its rounding, which the row kernel wrote beside it (`rounded`), as
+// autocast rounds softmax's float32 output before its product with v.
+template <typename E>
+const E* block_operand(const float* block, const E* rounded) {
+  if constexpr (std::is_same_v<E, float>) {
+    return block;
+  } else {
+    return rounded;
+  }
+}
+
+// Rounded copies of one block (kBlock rows of up to `width` keys) under bf16 (E bfloat16 bits);
+// nothing in float32.
+template <typename E>
+struct Rounded {
+  std::vector<E> p, g;  // the weights, and (backward) their gradients
+  explicit Rounded(int64_t width, bool gradients = false) {
+    if constexpr (std::is_same_v<E, float>) return;
+    p.resize(static_cast<size_t>(kBlock * width));
+    if (gradients) g.resize(p.size());
+  }
+  uint16_t* bits(std::vector<E>& v) {
+    if constexpr (std::is_same_v<E, float>) {
+      return nullptr;
+    } else {
+      return v.data();
+    }
+  }
+};
+
+// The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its
+// last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item)), each block's
+// weights stay there for the backward; without, each thread reuses one block's scratch, so
+// inference at long context needs no (T x T) buffer per item. E is the operands' element (float
+// or bfloat16 bits); the weights are float32 either way, rounded per block for their product
+// with v under bf16.
+// Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region: oneDNN's
+// sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the cores were
+// busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose threads are
+// the ones its other ops just used.
+template <typename E>
+void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
+            double alpha, const Layout& lay, float* probs, torch::Tensor& y) {
+  const int64_t H = q.size(2), d = q.size(3), width = lay.width(lay.T - 1);
+  // scratch: one block's weights (inference), and their rounding under bf16
+  auto item = [&](int64_t i, std::vector<float>& scratch, Rounded<E>& rounded) {
+    const auto qi = item_of<E>(q, i / H, i % H), ki = item_of<E>(k, i / H, i % H),
+               vi = item_of<E>(v, i / H, i % H);
+    const auto yi = item_of<float>(y, i / H, i % H);
+    for (size_t b = 0; b < lay.offset.size(); ++b) {
+      const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
+      float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch.data();  // (r, w)
+      gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f, P,
+           w);  // alpha q_blk k^T
+      // In place; row t0 + j sees the memories and context keys up to its own position.
+      row_math::causal_softmax_rows(P, r, w, n_mem + t0, rounded.bits(rounded.p));
+      gemm('N', 'N', r, d, w, 1.0f, block_operand<E>(P, rounded.p.data()), w, vi.p, vi.ld, 0.0f,
+           yi.row(t0), yi.ld);  // P v
+    }
+  };
+  const int64_t n = q.size(0) * H;
+  if (probs) {
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> unused;
+      Rounded<E> rounded(width);
+      for (int64_t i = begin; i < end; ++i) item(i, unused, rounded);
+    });
+    return;
+  }
+  // one block's weights per worker
+  struct Worker {
+    std::vector<float> scratch;
+    std::unique_ptr<Rounded<E>> rounded;
+  };
+  std::vector<Worker> workers(static_cast<size_t>(at::get_num_threads()));
+  parallel_claim(n, [&](int64_t i, int worker) {
+    auto& mine = workers[static_cast<size_t>(worker)];
+    if (mine.scratch.empty()) {
+      mine.scratch.resize(static_cast<size_t>(kBlock * width));
+      mine.rounded = std::make_unique<Rounded<E>>(width);
+    }
+    item(i, mine.scratch, *mine.rounded);
+  });
+}
+
+// The backward of attend, item by item: from the kept weights P of each block and the output
+// gradient gy,
+//   dP = gy v^T,  gv += P^T gy,  dS = P * (dP - rowsum(P * dP)),  gq = alpha dS k,
+//   gk += alpha dS^T q.
+// Under bf16 (E bfloat16 bits) P and dS are rounded per block for their products, as autocast
+// rounds each product's float32 operands.
+template <typename E>
+void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& probs, const torch::Tensor& gy, int64_t n_mem,
+                     float alpha, torch::Tensor& gq, torch::Tensor& gk, torch::Tensor& gv) {
+  const int64_t T = q.size(1), H = q.size(2), d = q.size(3), S = k.size(1);
+  const Layout lay(T, n_mem);
+  at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> dP(static_cast<size_t>(kBlock * S));
+    Rounded<E> rounded(S, /*gradients=*/true);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b_ = i / H, h = i % H;
+      const auto qi = item_of<E>(q, b_, h), ki = item_of<E>(k, b_, h), vi = item_of<E>(v, b_, h),
+                 gi = item_of<E>(gy, b_, h);
+      const auto gqi = item_of<float>(gq, b_, h), gki = item_of<float>(gk, b_, h),
+                 gvi = item_of<float>(gv, b_, h);
+      for (size_t b = 0; b < lay.offset.size(); ++b) {
+        const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
+        const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];    // (r, w)
+        float* G = dP.data();                                                       // (r, w)
+        gemm('N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G, w);  // gy v^T
+        // dS = P * (dP - sum_j P dP), in place; under bf16 P and dS rounded in the same pass
+        row_math::softmax_backward_rows(P, G, r, w, rounded.bits(rounded.p),
+                                        rounded.bits(rounded.g));
+        gemm('T', 'N', w, d, r, 1.0f, block_operand<E>(P, rounded.p.data()), w, gi.row(t0), gi.ld,
+             1.0f, gvi.p, gvi.ld);  // gv += P^T gy
+        const auto* dS = block_operand<E>(G, rounded.g.data());
+        gemm('N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0), gqi.ld);  // dS k
+        gemm('T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, 1.0f, gki.p,
+             gki.ld);  // += dS^T q
+      }
+    }
+  });
+}
+
+struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q_in,
+                               const torch::Tensor& k_in, const torch::Tensor& v_in, int64_t n_mem,
+                               double alpha) {
+    const bool bf16 = matmul_precision() == Precision::kBf16;
+    // under bf16 the rounded copies are what the backward's products take, kept at half the bytes
+    auto q = product_operand(q_in, bf16), k = product_operand(k_in, bf16),
+         v = product_operand(v_in, bf16);
+    const Layout lay(q.size(1), n_mem);
+    auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q_in.options());  // packed
+    auto y = torch::empty(q.sizes(), q_in.options());                              // (B, T, H, d)
+    if (bf16)
+      attend<uint16_t>(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
+    else
+      attend<float>(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
+    ctx->save_for_backward({q, k, v, probs});
+    ctx->saved_data["n_mem"] = n_mem;
+    ctx->saved_data["alpha"] = alpha;
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
+    const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
+    const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
+    const bool bf16 = q.scalar_type() == torch::kBFloat16;  // as the forward ran
+    const auto gy = product_operand(grads[0], bf16);
+    const auto f32 = probs.options();
+    auto gq = torch::empty(q.sizes(), f32);
+    auto gk = torch::zeros(k.sizes(), f32), gv = torch::zeros(k.sizes(), f32);
+    if (bf16)
+      attend_backward<uint16_t>(q, k, v, probs, gy, n_mem, alpha, gq, gk, gv);
+    else
+      attend_backward<float>(q, k, v, probs, gy, n_mem, alpha, gq, gk, gv);
+    return {gq, gk, gv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  return fast_gemm_available() && fast_kernels(q.device()) && q.scalar_type() == torch::kFloat32 &&
+         k.scalar_type() == torch::kFloat32 && v.scalar_type() == torch::kFloat32 && q.numel() > 0;
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t n_mem, double alpha) {
+  check_arg(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes() && q.size(0) == k.size(0) &&
+                q.size(2) == k.size(2) && q.size(3) == k.size(3) && n_mem >= 0 &&
+                k.size(1) == n_mem + q.size(1),
+            "causal_attention: expected q (B, T, H, d), k and v (B, N + T, H, d)");
+  check_arg(causal_attention_runs(q, k, v),
+            "causal_attention: needs non-empty float32 CPU tensors, oneDNN's sgemm and the fast "
+            "kernels; elsewhere run causal_attention_reference");
+  count_fast_call(FastKernel::kAttention);
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (grad) return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);
+  // inference: the same blocks without keeping their weights
+  const bool bf16 = matmul_precision() == Precision::kBf16;
+  auto qc = product_operand(q, bf16), kc = product_operand(k, bf16), vc = product_operand(v, bf16);
+  auto y = torch::empty(q.sizes(), q.options());  // (B, T, H, d)
+  const Layout lay(q.size(1), n_mem);
+  if (bf16)
+    attend<uint16_t>(qc, kc, vc, n_mem, alpha, lay, nullptr, y);
+  else
+    attend<float>(qc, kc, vc, n_mem, alpha, lay, nullptr, y);
+  return y;
+}
+
+Attended causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, const torch::Tensor& scale,
+                                    int64_t n_mem, int64_t offset) {
+  const int64_t T = q.size(1), S = n_mem + offset + T;
+  check_arg(
+      q.dim() == 4 && k.dim() == 4 && k.size(1) == S && q.size(2) == k.size(2) &&
+          q.size(3) == k.size(3) && (!v.defined() || v.sizes() == k.sizes()),
+      fmt::format("attention reference: expected q (B, T, H, dh) and k, v (B, N + offset + T, "
+                  "H, dh) with N = {} memories and offset {}",
+                  n_mem, offset));
+  auto logits = torch::einsum("bthd,bshd->bhts", {q, k}) * scale.unsqueeze(-1);  // (B, H, T, S)
+  // query t sees the N memories and context keys s <= offset + t: key column j when j <= N + p
+  const auto index = q.options().dtype(torch::kInt64);
+  auto col = torch::arange(S, index).unsqueeze(0);                   // (1, S)
+  auto row = torch::arange(offset, offset + T, index).unsqueeze(1);  // (T, 1)
+  auto hidden = col.gt(row + n_mem);                                 // (T, S)
+  auto w = torch::softmax(logits.masked_fill(hidden, -std::numeric_limits<double>::infinity()), -1);
+  if (!v.defined()) return {torch::Tensor(), w};
+  return {torch::einsum("bhts,bshd->bthd", {w, v}), w};  // (B, T, H, dh)
+}
+
+}  // namespace recall

@@ -1,0 +1,83 @@
+#include "recall/ops/layer_norm.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+#include "recall/ops/kernels.h"
+#include "recall/ops/row_math.h"
+
+namespace recall {
+
+namespace {
+
+// LayerNorm over the last dim of a 2-D float32 x (n, D), one vectorised pass per row each way
+// (torch's kernels make several). bias is empty (0,) for none: autograd functions take no
+// undefined inputs.
+struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& weight_in, const torch::Tensor& bias_in,
+                               double eps) {
+    auto x = x_in.contiguous(), weight = weight_in.contiguous(), bias = bias_in.contiguous();
+    const int64_t n = x.size(0), D = x.size(1);
+    auto y = torch::empty_like(x);
+    auto mean = torch::empty({n}, x.options()), rstd = torch::empty({n}, x.options());
+    const float* pb = bias.numel() > 0 ? bias.data_ptr<float>() : nullptr;
+    at::parallel_for(0, n, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)),
+                     [&](int64_t begin, int64_t end) {
+                       row_math::layer_norm_rows(
+                           x.data_ptr<float>() + begin * D, weight.data_ptr<float>(), pb,
+                           y.data_ptr<float>() + begin * D, mean.data_ptr<float>() + begin,
+                           rstd.data_ptr<float>() + begin, end - begin, D, static_cast<float>(eps));
+                     });
+    ctx->save_for_backward({x, weight, mean, rstd});
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const auto g = grads[0].contiguous();  // (n, D)
+    const int64_t n = x.size(0), D = x.size(1);
+    auto gx = torch::empty_like(x);
+    // Per-thread partial column sums for the weight and bias gradients, added up after.
+    const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
+    auto partial = torch::zeros({2, chunks, D}, x.options());  // [gweight, gbias]
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+        row_math::layer_norm_backward_rows(
+            g.data_ptr<float>() + begin * D, x.data_ptr<float>() + begin * D,
+            weight.data_ptr<float>(), mean.data_ptr<float>() + begin,
+            rstd.data_ptr<float>() + begin, gx.data_ptr<float>() + begin * D,
+            partial[0][c].data_ptr<float>(), partial[1][c].data_ptr<float>(), end - begin, D);
+      }
+    });
+    auto sums = partial.sum(1);  // (2, D)
+    return {gx, sums[0], ctx->saved_data["bias"].toBool() ? sums[1] : torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor fast_layer_norm(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias, double eps) {
+  const bool fast = fast_kernels(x.device()) && x.scalar_type() == torch::kFloat32 &&
+                    weight.scalar_type() == torch::kFloat32 && x.numel() > 0;
+  if (!fast) return layer_norm_reference(x, weight, bias, eps);
+  count_fast_call(FastKernel::kLayerNorm);
+  const int64_t D = weight.size(0);
+  auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return LayerNormFunction::apply(x.reshape({-1, D}), weight, b, eps)
+      .view(x.sizes());  // (n, D) rows back to (..., D)
+}
+
+torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, double eps) {
+  return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+}
+
+}  // namespace recall

@@ -1,0 +1,182 @@
+// The blocked causal attention kernel against its plain-torch reference
+// (causal_attention_reference): values and gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "fast_gemm_test_util.h"
+#include "recall/ops/causal_attention.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/precision.h"
+
+namespace recall {
+namespace {
+
+// The reference of what causal_attention(q, k, v, N, alpha) computes: logits alpha q . k
+// everywhere.
+torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        int64_t N, double alpha) {
+  const auto scale = torch::full({1, q.size(1)}, alpha, q.options());  // (1, T)
+  return causal_attention_reference(q, k, v, scale, N).y;
+}
+
+// (y, gq, gk, gv) of the kernel (fast) or the reference, on the same seeded inputs in `dtype`.
+std::vector<torch::Tensor> attention_and_grads(bool fast, torch::Dtype dtype, int64_t n, int64_t T,
+                                               int64_t N, int64_t d, double alpha) {
+  torch::manual_seed(7);
+  // q is a strided view, as the attention passes it (rows 3 H d apart); H = 2.
+  auto q = torch::randn({n, T, 3, 2, d}).select(2, 1), k = torch::randn({n, N + T, 2, d});
+  auto v = torch::randn({n, N + T, 2, d}), g = torch::randn({n, T, 2, d});
+  auto qi = q.to(dtype).detach().requires_grad_(true), ki = k.to(dtype).requires_grad_(true),
+       vi = v.to(dtype).requires_grad_(true);
+  auto y = fast ? causal_attention(qi, ki, vi, N, alpha) : reference(qi, ki, vi, N, alpha);
+  (y * g.to(dtype)).sum().backward();
+  return {y.detach(), qi.grad(), ki.grad(), vi.grad()};
+}
+
+// Max abs differences of (y, gq, gk, gv) between a and b.
+std::array<double, 4> max_errors(const std::vector<torch::Tensor>& a,
+                                 const std::vector<torch::Tensor>& b) {
+  std::array<double, 4> err{};
+  for (int i = 0; i < 4; ++i)
+    err[i] = (a[i].to(torch::kFloat64) - b[i].to(torch::kFloat64)).abs().max().item<double>();
+  return err;
+}
+
+// Max abs differences of (y, gq, gk, gv) between the kernel and the reference, in float32.
+std::array<double, 4> kernel_errors(int64_t n, int64_t T, int64_t N, int64_t d, double alpha) {
+  return max_errors(attention_and_grads(true, torch::kFloat32, n, T, N, d, alpha),
+                    attention_and_grads(false, torch::kFloat32, n, T, N, d, alpha));
+}
+
+TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
+  RECALL_FAST_GEMM_OR_SKIP();
+  const int64_t calls = fast_calls(FastKernel::kSgemm);
+  // T spans one block, several blocks and a ragged last block; with and without memories.
+  for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {64, 0}, {150, 0}, {150, 3}, {1, 2}}) {
+    auto err = kernel_errors(3, T, N, 8, 0.35);
+    for (int i = 0; i < 4; ++i) EXPECT_LT(err[i], 1e-4) << "T " << T << " N " << N << " part " << i;
+  }
+  // Sharp attention (logits in the hundreds): the softmax's max shift and exp clamp. There the
+  // float rounding of the logits (about 1e-5 at 300) moves the weights by as much, times alpha in
+  // the gradients, and the result depends on the GEMM's order of summation: the kernel must be as
+  // close to the float64 reference as the float32 reference is, within a factor of 2.
+  const auto exact = attention_and_grads(false, torch::kFloat64, 2, 70, 1, 8, 40.0);
+  const auto fast =
+      max_errors(attention_and_grads(true, torch::kFloat32, 2, 70, 1, 8, 40.0), exact);
+  const auto ref =
+      max_errors(attention_and_grads(false, torch::kFloat32, 2, 70, 1, 8, 40.0), exact);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_LE(fast[i], 2 * ref[i] + 1e-5) << "sharp, part " << i << ": the reference's " << ref[i];
+  EXPECT_GT(fast_calls(FastKernel::kSgemm), calls) << "the kernel did not run the fast sgemm";
+}
+
+TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
+  RECALL_FAST_GEMM_OR_SKIP();  // fails, not skips, where the fast GEMM is required
+  const int64_t calls = fast_calls(FastKernel::kAttention);
+  // Without gradients the kernel keeps no weights (one block's scratch per thread): the same
+  // blocks and sums, so the same bits; and the reference's values within 1e-4.
+  for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {150, 3}, {300, 0}}) {
+    torch::manual_seed(9);
+    auto q = torch::randn({2, T, 3, 2, 8}).select(2, 0), k = torch::randn({2, N + T, 2, 8});
+    auto v = torch::randn({2, N + T, 2, 8});
+    const auto trained = causal_attention(q.detach().requires_grad_(true), k, v, N, 0.4).detach();
+    torch::NoGradGuard no_grad;
+    const auto inferred = causal_attention(q, k, v, N, 0.4);
+    EXPECT_TRUE(torch::equal(trained, inferred)) << "T " << T << " N " << N;
+    EXPECT_LT((inferred - reference(q, k, v, N, 0.4)).abs().max().item<double>(), 1e-4);
+  }
+  EXPECT_EQ(fast_calls(FastKernel::kAttention) - calls, 6) << "the fused attention did not run";
+}
+
+// Under precision bf16 the kernel rounds q, k, v and the output gradient to bfloat16 once, and
+// the weights P and their gradients dS per block, and accumulates in float32. Each value and
+// gradient is then within a bound derived from bf16's 8-bit significand (u = 2^-8, a rounded
+// product moves by at most (2u + u^2) of itself, a float32 sum of n terms by n 2^-24 of their
+// magnitudes) of the float64 attention of the float32 inputs:
+//   logits  |ds_ts| <= delta_ts = alpha (2u + u^2 + d 2^-24) sum_d |q_td| |k_sd|
+//   weights |dP_ts| <= E_t P_ts,  E_t = exp(2 max_s delta_ts) - 1 (+ 2^-20 for float32's softmax)
+//   y       |dy_t| <= sum_s (E_t (1 + 2u + u^2) + 2u + u^2 + 2 S 2^-24) P_ts |v_s|
+//   gv      |dgv_s| <= sum_t (the same factor of row t) P_ts |g_t|
+//   dP      |d(dP)_ts| <= eta_ts = (2u + u^2 + d 2^-24) sum_d |g_td| |v_sd|
+//   c_t = sum_s P dP   |dc_t| <= gamma_t = sum_s (E_t P (|dP| + eta) + P eta) (1 + 2^-20)
+//   dS = P (dP - c)    |d(dS)_ts| <= zeta_ts = E_t P (|dP - c| + eta + gamma) + P (eta + gamma)
+//   gq, gk  alpha sum (zeta (1 + 2u + u^2) + (2u + u^2 + 2 n 2^-24) |dS|) |k| (or |q|)
+// The largest error must also be a good part of its bound: otherwise float32 products ran.
+TEST(ModelCausalAttention, Bf16WithinTheRoundingBoundValuesAndGradients) {
+  RECALL_BF16_OR_SKIP();
+  const ScopedPrecision bf16(Precision::kBf16);
+  const int64_t calls = fast_calls(FastKernel::kBf16Gemm), fp32 = fast_calls(FastKernel::kSgemm);
+  const double u = std::ldexp(1.0, -8), ulp = std::ldexp(1.0, -24), rnd = 2 * u + u * u;
+  for (auto [T, N, alpha] : {std::tuple<int64_t, int64_t, double>{150, 3, 0.35}, {70, 0, 1.5}}) {
+    const int64_t B = 2, H = 2, d = 16, S = N + T;
+    torch::manual_seed(11);
+    auto q = torch::randn({B, T, 3, H, d}).select(2, 1), k = torch::randn({B, S, H, d});
+    auto v = torch::randn({B, S, H, d}), g = torch::randn({B, T, H, d});
+    auto qi = q.detach().requires_grad_(true), ki = k.clone().requires_grad_(true),
+         vi = v.clone().requires_grad_(true);
+    auto y = causal_attention(qi, ki, vi, N, alpha);
+    (y * g).sum().backward();
+    // float64, heads first: (B, H, T, d) and (B, H, S, d)
+    auto f64 = [](const torch::Tensor& x) { return x.to(torch::kFloat64).transpose(1, 2); };
+    const auto q64 = f64(q), k64 = f64(k), v64 = f64(v), g64 = f64(g);
+    const auto hidden = torch::ones({T, S}, torch::kBool).triu(N + 1);  // key s > N + t
+    const auto P = torch::softmax(
+        (alpha * torch::matmul(q64, k64.transpose(-1, -2))).masked_fill(hidden, -INFINITY), -1);
+    const auto dP = torch::matmul(g64, v64.transpose(-1, -2));  // (B, H, T, S)
+    const auto c = (P * dP).sum(-1, true);
+    const auto dS = P * (dP - c);
+    const auto exact_y = torch::matmul(P, v64), exact_gv = torch::matmul(P.transpose(-1, -2), g64),
+               exact_gq = alpha * torch::matmul(dS, k64),
+               exact_gk = alpha * torch::matmul(dS.transpose(-1, -2), q64);
+    // the bounds
+    const auto delta =
+        (alpha * (rnd + d * ulp) * torch::matmul(q64.abs(), k64.abs().transpose(-1, -2)))
+            .masked_fill(hidden, 0.0);
+    const auto E = torch::exp(2 * std::get<0>(delta.max(-1, true))) - 1 + std::ldexp(1.0, -20);
+    const auto row = E * (1 + rnd) + rnd + 2 * static_cast<double>(S) * ulp;  // (B, H, T, 1)
+    const auto bound_y = torch::matmul(row * P, v64.abs());
+    const auto bound_gv = torch::matmul((row * P).transpose(-1, -2), g64.abs());
+    const auto eta = (rnd + d * ulp) * torch::matmul(g64.abs(), v64.abs().transpose(-1, -2));
+    const auto gamma =
+        (E * P * (dP.abs() + eta) + P * eta).sum(-1, true) * (1 + std::ldexp(1.0, -20));
+    const auto zeta = E * P * ((dP - c).abs() + eta + gamma) + P * (eta + gamma);
+    auto term = [&](int64_t n) {
+      return zeta * (1 + rnd) + (rnd + 2 * static_cast<double>(n) * ulp) * dS.abs();
+    };
+    const auto bound_gq = alpha * torch::matmul(term(S), k64.abs());
+    const auto bound_gk = alpha * torch::matmul(term(T).transpose(-1, -2), q64.abs());
+    const std::pair<torch::Tensor, std::array<torch::Tensor, 2>> parts[] = {
+        {y, {exact_y, bound_y}},
+        {qi.grad(), {exact_gq, bound_gq}},
+        {ki.grad(), {exact_gk, bound_gk}},
+        {vi.grad(), {exact_gv, bound_gv}}};
+    const char* names[] = {"y", "gq", "gk", "gv"};
+    for (int i = 0; i < 4; ++i) {
+      const auto& [got, want] = parts[i];
+      const auto err = (f64(got) - want[0]).abs(), ratio = err / want[1];
+      EXPECT_TRUE((err <= want[1]).all().item<bool>())
+          << names[i] << " at T " << T << ": worst error over the bound "
+          << ratio.max().item<double>();
+      EXPECT_GT(ratio.max().item<double>(), 0.02)
+          << names[i] << " at T " << T << ": no bf16 rounding seen";
+    }
+  }
+  EXPECT_GT(fast_calls(FastKernel::kBf16Gemm), calls) << "the bf16 GEMM did not run";
+  EXPECT_EQ(fast_calls(FastKernel::kSgemm), fp32) << "a float32 product ran under bf16";
+}
+
+TEST(ModelCausalAttention, RejectsMismatchedShapes) {
+  RECALL_FAST_GEMM_OR_SKIP();
+  auto q = torch::randn({2, 4, 1, 8}), k = torch::randn({2, 6, 1, 8});
+  EXPECT_THROW(causal_attention(q, k, k, 1, 1.0), std::invalid_argument);  // 6 != 1 + 4
+  EXPECT_NO_THROW(causal_attention(q, k, k, 2, 1.0));
+  // float64 is the reference's: the kernel refuses it rather than computing something else
+  const auto q64 = q.to(torch::kFloat64), k64 = k.to(torch::kFloat64);
+  EXPECT_FALSE(causal_attention_runs(q64, k64, k64));
+  EXPECT_THROW(causal_attention(q64, k64, k64, 2, 1.0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace recall

@@ -1,0 +1,94 @@
+// The vectorised row kernels against std::exp and torch's softmax, including ragged row lengths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "recall/ops/row_math.h"
+
+namespace recall {
+namespace {
+
+TEST(ModelRowMath, ExpMatchesStdExpOnTheSoftmaxRange) {
+  double worst = 0.0;
+  for (int i = 0; i <= 100000; ++i) {
+    const float x = -87.0f * static_cast<float>(i) / 100000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(row_math::exp_nonpositive(x) - want) / want);
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_LT(row_math::exp_nonpositive(-1000.0f), 1e-37f);  // clamped at e^-87, still tiny
+  EXPECT_GE(row_math::exp_nonpositive(-1000.0f), 0.0f);
+}
+
+TEST(ModelRowMath, CausalSoftmaxRowsMatchesMaskedSoftmax) {
+  torch::manual_seed(3);
+  for (auto [rows, w, first] :
+       {std::array<int64_t, 3>{5, 37, 20}, {64, 256, 192}, {3, 3, 0}, {4, 40, 36}, {2, 17, 100}}) {
+    auto logits = torch::randn({rows, w}) * 30;  // wide range: exercises the max shift and clamp
+    auto mask = torch::ones({rows, w}, torch::kBool).triu(first + 1);  // hidden keys
+    auto want = torch::softmax(logits.masked_fill(mask, -INFINITY), 1);
+    auto got = logits.clone();
+    row_math::causal_softmax_rows(got.data_ptr<float>(), rows, w, first);
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-6) << rows << "x" << w << " " << first;
+    EXPECT_EQ(got.masked_select(mask).abs().sum().item<float>(), 0.0f);
+  }
+}
+
+TEST(ModelRowMath, SoftmaxBackwardRowsMatchesAutograd) {
+  torch::manual_seed(4);
+  for (auto [rows, w] : {std::pair<int64_t, int64_t>{7, 45}, {64, 128}, {1, 1}}) {
+    auto logits = torch::randn({rows, w}, torch::requires_grad());
+    auto p = torch::softmax(logits, 1);
+    auto g = torch::randn({rows, w});
+    (p * g).sum().backward();
+    auto got = g.clone();
+    row_math::softmax_backward_rows(p.detach().contiguous().data_ptr<float>(),
+                                    got.data_ptr<float>(), rows, w);
+    EXPECT_LT((got - logits.grad()).abs().max().item<double>(), 1e-5);
+  }
+}
+
+TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
+  torch::manual_seed(5);
+  const int64_t n = 9, w = 35;  // ragged: 2 vectors and 3 leftover columns per row
+  auto x = torch::randn({n, w}) * 4;
+  x[0][0] = 0.0f;  // exact points and the tails, where erf saturates
+  x[0][1] = -12.0f;
+  x[0][2] = 12.0f;
+  auto bias = torch::randn({w}), g = torch::randn({n, w});
+  auto s = torch::empty({n, w}), y = torch::empty({n, w}), gs = torch::empty({n, w});
+  row_math::bias_gelu_rows(x.data_ptr<float>(), bias.data_ptr<float>(), s.data_ptr<float>(),
+                           y.data_ptr<float>(), n, w);
+  auto want_s = (x + bias).to(torch::kFloat64);
+  EXPECT_TRUE(torch::equal(s, x + bias));
+  EXPECT_LT((y - torch::gelu(want_s)).abs().max().item<double>(), 1e-6 * 12);
+  auto gbias = torch::ones({w});  // accumulates onto what is there
+  row_math::gelu_backward_rows(g.data_ptr<float>(), s.data_ptr<float>(), gs.data_ptr<float>(),
+                               gbias.data_ptr<float>(), n, w);
+  auto want_gs = torch::gelu_backward(g.to(torch::kFloat64), want_s);
+  EXPECT_LT((gs - want_gs).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((gbias - 1 - want_gs.sum(0)).abs().max().item<double>(), 1e-4);
+}
+
+TEST(ModelRowMath, RoundToBf16IsTorchsRoundingBitForBit) {
+  torch::manual_seed(5);
+  // random values over many binades, ties both ways (bit 15 set, the rest zero, the kept value
+  // odd and even), the largest values below and at the overflow, denormals, zeros and infinities,
+  // in a ragged length (a vector tail); a NaN last, whose bits torch's own paths spell in two ways
+  // (0x7FC0 scalar, 0xFFFF vectorised)
+  auto x = torch::cat(
+      {torch::randn({1000}) * torch::exp(torch::randn({1000}) * 20),
+       torch::tensor({1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -(1.0f + 1.0f / 256), 3.3895e38f,
+                      3.4028e38f, 1e-40f, -1e-45f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN})});
+  auto got = torch::empty({x.numel()}, torch::kInt16);
+  row_math::round_to_bf16(x.data_ptr<float>(), reinterpret_cast<uint16_t*>(got.data_ptr<int16_t>()),
+                          x.numel());
+  const int64_t n = x.numel() - 1;
+  const auto want = x.narrow(0, 0, n).to(torch::kBFloat16).view(torch::kInt16);
+  EXPECT_TRUE(got.narrow(0, 0, n).equal(want))
+      << "differs at " << got.narrow(0, 0, n).ne(want).nonzero().numel() << " places";
+  EXPECT_TRUE(std::isnan(got.narrow(0, n, 1).view(torch::kBFloat16).item<float>()));
+}
+
+}  // namespace
+}  // namespace recall
