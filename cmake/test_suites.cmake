@@ -76,7 +76,7 @@ function(recall_add_test_suites target)
         set_property(TEST ${test} APPEND PROPERTY LABELS python)
       endif()
     endforeach()
-    # The peak-rate cache (recall/core/machine.h) stays in the build folder, not the user's home.
+    # The peak-rate cache (recall/ops/peak_flops.h) stays in the build folder, not the user's home.
     set(env RECALL_CACHE_DIR=${CMAKE_BINARY_DIR}/cache)
     if(RECALL_REQUIRE_FAST_GEMM)
       list(APPEND env RECALL_REQUIRE_FAST_GEMM=1)

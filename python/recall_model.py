@@ -161,46 +161,72 @@ class Attention(nn.Module):
         return a
 
 
-class FeedForward(nn.Module):
-    """The feed-forward store; weights(x) are its recall weights (the hidden activations)."""
+class TwoLayer(nn.Module):
+    """linear, mlp and glu: weights(x) are the hidden units' activations, forward W2 weights(x)."""
+
+    def __init__(self, c, maps=2):
+        super().__init__()
+        D, hidden, bias = c["d_model"], c["ffn_mult"] * c["d_model"], c["bias"]
+        self.act = c["activation"]
+        self.w1 = nn.Linear(D, hidden, bias=bias)
+        self.w2 = nn.Linear(hidden, D, bias=bias)
+        if maps == 3:
+            self.w3 = nn.Linear(D, hidden, bias=bias)
+
+    def forward(self, x, w=None):
+        return self.w2(self.weights(x) if w is None else w)
+
+
+class Linear(TwoLayer):
+    def weights(self, x):
+        return self.w1(x)
+
+
+class Mlp(TwoLayer):
+    def weights(self, x):
+        return activate(self.act, self.w1(x))
+
+
+class Glu(TwoLayer):
+    def __init__(self, c):
+        super().__init__(c, maps=3)
+
+    def weights(self, x):
+        return activate(self.act, self.w1(x)) * self.w3(x)
+
+
+class LearnedKv(nn.Module):
+    """Per head softmax over ffn_slots learned key/value slots; w1 is the query map, w2 the output."""
 
     def __init__(self, c):
         super().__init__()
-        D, kind, bias = c["d_model"], c["ffn"], c["bias"]
-        self.kind, self.act = kind, c["activation"]
-        if kind == "learned_kv":
-            self.H, self.dh = c["n_heads"], D // c["n_heads"]
-            S = c["ffn_slots"]
-            self.w1 = nn.Linear(D, D, bias=bias)
-            self.w2 = nn.Linear(D, D, bias=bias)
-            self.keys = nn.Parameter(torch.zeros(self.H, S, self.dh))
-            self.values = nn.Parameter(torch.zeros(self.H, S, self.dh))
-            return
-        hidden = c["ffn_mult"] * D
-        self.w1 = nn.Linear(D, hidden, bias=bias)
-        self.w2 = nn.Linear(hidden, D, bias=bias)
-        if kind == "glu":
-            self.w3 = nn.Linear(D, hidden, bias=bias)
-        elif kind not in ("linear", "mlp"):
-            raise ValueError(f"ffn '{kind}' is unknown")
+        D, bias = c["d_model"], c["bias"]
+        self.H, self.dh = c["n_heads"], D // c["n_heads"]
+        self.w1 = nn.Linear(D, D, bias=bias)
+        self.w2 = nn.Linear(D, D, bias=bias)
+        self.keys = nn.Parameter(torch.zeros(self.H, c["ffn_slots"], self.dh))
+        self.values = nn.Parameter(torch.zeros(self.H, c["ffn_slots"], self.dh))
 
     def weights(self, x):
-        if self.kind == "linear":
-            return self.w1(x)
-        if self.kind == "mlp":
-            return activate(self.act, self.w1(x))
-        if self.kind == "glu":
-            return activate(self.act, self.w1(x)) * self.w3(x)
         q = self.w1(x).reshape(*x.shape[:-1], self.H, self.dh)  # (..., H, dh)
         logits = torch.einsum("...hd,hsd->...hs", q, self.keys) / math.sqrt(self.dh)
         return torch.softmax(logits, -1)  # (..., H, S)
 
     def forward(self, x, w=None):
         w = self.weights(x) if w is None else w
-        if self.kind == "learned_kv":
-            y = torch.einsum("...hs,hsd->...hd", w, self.values)
-            return self.w2(y.reshape(x.shape))
-        return self.w2(w)
+        y = torch.einsum("...hs,hsd->...hd", w, self.values)
+        return self.w2(y.reshape(x.shape))
+
+
+# The feed-forward store of each ffn value, the twins of the C++ kinds (feed_forward.h); every one
+# has weights(x), its recall weights, and forward(x, w=None).
+FEED_FORWARD_KINDS = {"linear": Linear, "mlp": Mlp, "glu": Glu, "learned_kv": LearnedKv}
+
+
+def feed_forward(c):
+    if c["ffn"] not in FEED_FORWARD_KINDS:
+        raise ValueError(f"ffn '{c['ffn']}' is unknown")
+    return FEED_FORWARD_KINDS[c["ffn"]](c)
 
 
 class Block(nn.Module):
@@ -210,7 +236,7 @@ class Block(nn.Module):
         self.attn = Attention(c)
         if c["ffn"] != "none":
             self.norm2 = Norm(c)
-            self.ffn = FeedForward(c)
+            self.ffn = feed_forward(c)
         else:
             self.ffn = None
 

@@ -18,11 +18,6 @@ namespace recall {
 namespace fs = std::filesystem;
 
 void ExtrapolateConfig::validate() const {
-  check_arg(checkpoints.empty() != train_config.empty(),
-            "give either --checkpoints (evaluate runs) or --config (train one run per rule)");
-  check_arg(train_config.empty() || !out_dir.empty(),
-            "--out is empty: --config trains into a folder, give one");
-  check_arg(seeds >= 1 && seeds <= 100, fmt::format("--seeds {}: must be in [1, 100]", seeds));
   check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
   for (int64_t m : lengths)
     check_arg(m >= 1 && m <= kMaxLengthMultiple,
@@ -33,51 +28,10 @@ void ExtrapolateConfig::validate() const {
             fmt::format("--batches {}: must be in [1, 1000]", batches));
 }
 
-namespace {
-
-// Trains (or resumes, or reuses) one run per rule and seed; returns the run folders and rules.
-std::vector<std::pair<std::string, BetaRule>> train_runs(const ExtrapolateConfig& config) {
-  const auto rules = config.rules.empty() ? all_beta_rules() : config.rules;
-  const TrainConfig base = train_config_from_file(config.train_config, config.sets);
-  // before any training: the longest evaluation must fit
-  check_length_ram(base, config.lengths, config.device, config.max_ram, false);
-  std::vector<std::pair<TrainConfig, std::string>> runs;
-  for (BetaRule rule : rules)
-    for (int64_t k = 0; k < config.seeds; ++k) {
-      auto sets = config.sets;
-      sets.push_back("attn_rule=" + to_string(rule));
-      sets.push_back(fmt::format("seed={}", base.trainer.seed + k));
-      const std::string dir =
-          (fs::path(config.out_dir) /
-           (config.seeds == 1 ? to_string(rule) : fmt::format("{}-seed{}", to_string(rule), k)))
-              .string();
-      runs.emplace_back(train_config_from_file(config.train_config, sets), dir);
-    }
-  std::vector<std::pair<std::string, BetaRule>> out;
-  for (const auto& [tc, dir] : runs) {
-    if (config.progress)
-      fmt::print(stderr, "extrapolate: {} {} (rule {}, seed {})\n",
-                 fs::exists(fs::path(dir) / "checkpoint.bin") ? "resuming or reusing" : "training",
-                 dir, to_string(tc.model.attn_rule), tc.trainer.seed);
-    train_run(tc, dir, {config.progress, config.device, config.stop});
-    out.emplace_back(dir, tc.model.attn_rule);
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
   config.validate();
-  std::vector<std::string> paths = config.checkpoints;
-  std::vector<BetaRule> eval_rules = config.rules;
-  if (!config.train_config.empty()) {
-    paths.clear();
-    for (const auto& [dir, rule] : train_runs(config)) paths.push_back(dir);
-    eval_rules.clear();  // each run under its own rule
-  }
   std::vector<ExtrapolatePoint> out;
-  for (const std::string& path : paths) {
+  for (const std::string& path : config.checkpoints) {
     Restored r = restore(path, config.device);
     const ModelConfig& mc = r.config.model;
     for (int64_t m : config.lengths)
@@ -89,7 +43,7 @@ std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config) {
     check_length_ram(r.config, config.lengths, config.device, config.max_ram, false);
     auto task = make_task(r.config, r.vocabulary);
     const BetaRule trained = mc.attn_rule;
-    auto rules = eval_rules.empty() ? std::vector<BetaRule>{trained} : eval_rules;
+    auto rules = config.rules.empty() ? std::vector<BetaRule>{trained} : config.rules;
     if (trained == BetaRule::kNone)
       rules.insert(rules.end(), config.none_also.begin(), config.none_also.end());
     for (BetaRule rule : rules) {

@@ -52,25 +52,10 @@ FeedForwardOptions FitConfig::store_options() const {
 }
 
 std::shared_ptr<Store> FitConfig::make_store(at::Generator& gen) const {
-  const int64_t N = width, d = d_k;
   auto store = make_feed_forward(store_options());
-  // the scale of a written store: keys ~ N(0, 1) entries (k . x ~ N(0, 1) for unit x), values
-  // ~ N(0, 1 / (N d)) entries
-  torch::NoGradGuard no_grad;
-  const double value_std = 1.0 / std::sqrt(static_cast<double>(N * d));
-  for (auto& item : as_module(store)->named_parameters()) {
-    const std::string& name = item.key();
-    torch::Tensor& p = item.value();
-    if (name == "w2.weight" && kind.ffn == FfnKind::kLearnedKv) {
-      p.copy_(torch::eye(d));  // Wo = I
-    } else if (name == "w1.weight" && kind.ffn == FfnKind::kLearnedKv) {
-      p.copy_(torch::eye(d) * std::sqrt(static_cast<double>(d)));  // logits k . x
-    } else if (name == "w2.weight" || name == "values") {
-      p.copy_(torch::randn(p.sizes(), gen, torch::kFloat32) * value_std);  // w2 (d, N) or (1, N, d)
-    } else {
-      p.copy_(torch::randn(p.sizes(), gen, torch::kFloat32));  // w1, w3 (N, d), keys (1, N, d)
-    }
-  }
+  // the scale of a written store: values ~ N(0, 1 / (N d)) entries
+  const double value_std = 1.0 / std::sqrt(static_cast<double>(width * d_k));
+  feed_forward_kind(kind.ffn).start_for_fit(*store, d_k, value_std, gen);
   return store;
 }
 
@@ -79,9 +64,10 @@ int64_t FitConfig::parameters() const {
 }
 
 double FitConfig::estimate_ram(std::string* breakdown) const {
-  const auto M = static_cast<double>(max_memories()), N = static_cast<double>(width),
-             d = static_cast<double>(d_k);
-  const double hidden = kind.ffn == FfnKind::kGlu ? 3 * N : N;  // per memory, kept for backward
+  const auto M = static_cast<double>(max_memories()), d = static_cast<double>(d_k);
+  // per memory, kept for the backward
+  const double hidden =
+      static_cast<double>(feed_forward_kind(kind.ffn).activation_width(store_options()));
   const double params = static_cast<double>(parameters());
   const double data = 4 * (2 * M * d + 3 * M * hidden), scores = 4 * M * M;
   const double store = 4 * 4 * params;  // weights, gradients, two moments
@@ -116,8 +102,8 @@ FitTrial fit_memories(const FitConfig& config, int64_t M) {
   const auto keys = unit_rows(M, d, gen).to(config.device);  // (M, d)
   const auto values = unit_rows(M, d, gen).to(config.device);
   const auto store = config.make_store(gen);
-  as_module(store)->to(config.device);
-  torch::optim::Adam adam(as_module(store)->parameters(), torch::optim::AdamOptions(config.lr));
+  store->to(config.device);
+  torch::optim::Adam adam(store->parameters(), torch::optim::AdamOptions(config.lr));
   torch::Tensor loss;
   for (int64_t step = 0; step < config.steps; ++step) {
     // cosine decay of the learning rate to 0 over the budget

@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "recall/core/error.h"
-#include "recall/models/block.h"
 
 namespace recall {
 
@@ -38,7 +37,8 @@ InspectResult inspect(Restored& restored, const InspectConfig& config,
   InspectResult out{checkpoint, restored.step, mc, {}, {}};
   Transformer& model = restored.model;
   for (int64_t l = 0; l < mc.n_layers; ++l)
-    if (model->blocks[l]->ffn) out.ffn.push_back(inspect_feed_forward(model->blocks[l]->ffn, l));
+    if (const auto ffn = model->block(l)->ffn)
+      out.ffn.push_back(inspect_feed_forward(ffn.ptr(), l));
   if (tc.task.kind != TaskKind::kMqar) return out;
   auto task = make_task(tc, restored.vocabulary);
   const BetaRule trained = mc.attn_rule;

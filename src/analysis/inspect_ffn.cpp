@@ -52,7 +52,7 @@ FfnStoreReport inspect_feed_forward(const std::shared_ptr<Store>& ffn_store, int
   const auto o = ffn_store->feed_forward_options();
   check_arg(o.has_value(), "inspect: the store is not a feed-forward layer");
   auto copy = clone_store(ffn_store);
-  as_module(copy)->to(torch::kCPU, torch::kFloat64);  // a one-off in float64: on the CPU
+  copy->to(torch::kCPU, torch::kFloat64);  // a one-off in float64: on the CPU
   Store& ffn = *copy;
   FfnStoreReport r;
   r.layer = layer;

@@ -100,7 +100,7 @@ void ablate_heads(Transformer& model, const Task& task, const std::vector<Batch>
                   std::vector<HeadReport>& heads) {
   torch::NoGradGuard no_grad;
   for (HeadReport& r : heads) {
-    auto& attn = *model->blocks[r.layer]->attn;
+    auto& attn = *model->block(r.layer)->attn;
     auto mask = torch::ones({model->config.n_heads});
     mask[r.head] = 0.0;
     attn.set_head_mask(mask);

@@ -32,8 +32,8 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
   auto scales = [&](BetaRule rule) {
     model->set_attn_rule(rule);
     std::vector<torch::Tensor> out;  // per layer (H or 1, T_max), float64
-    for (const auto& block : model->blocks)
-      out.push_back(block->attn->logit_scale(T_max, torch::kFloat64));
+    for (int64_t l = 0; l < model->config.n_layers; ++l)
+      out.push_back(model->block(l)->attn->logit_scale(T_max, torch::kFloat64));
     model->set_attn_rule(trained);
     return out;
   };

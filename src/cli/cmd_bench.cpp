@@ -12,12 +12,12 @@
 
 #include "commands.h"
 #include "recall/analysis/probe_output.h"
-#include "recall/core/busy.h"
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
 #include "recall/core/spawn.h"
+#include "recall/experiments/bench_train.h"
+#include "recall/experiments/busy.h"
 #include "recall/ops/blas.h"
-#include "recall/train/bench_train.h"
 #include "recall/train/train_config.h"
 
 namespace recall::cli {
@@ -73,42 +73,22 @@ void add_peer(nlohmann::json& j, const std::string& peer_script, const ProbeResu
   }
 }
 
-// The same probe beside `busy` spinning neighbours, and training (bench-gpt) idle and beside the
-// same, in `rounds` rounds of idle then busy runs back to back: a machine whose speed drifts from
-// minute to minute moves one pair's ratio less than runs far apart. The first round's idle probe is
-// `r`. Each round's slowdowns and their medians join `j`.
+// The slowdowns of the probe (and training) beside `busy` spinning neighbours (run_busy_rounds),
+// the first round's idle probe being `r`: each round's and their medians join `j`.
 void add_busy(nlohmann::json& j, const ProbePlan& plan, const ProbeResult& r, int busy,
               int64_t busy_train_steps, int rounds) {
-  const ProbeConfig& config = plan.config;
-  const int64_t steps = busy_train_steps > 0 ? busy_train_steps + 2 : 0;
-  TrainConfig train = train_config_from_file("bench-gpt");
-  std::vector<double> idle_s, busy_s, probe_x, idle_tps, busy_tps, train_x;
-  for (int round = 0; round < rounds; ++round) {
-    idle_s.push_back(round == 0 ? r.seconds : run_probe(plan).seconds);
-    {
-      BusyNeighbours neighbours(busy);
-      busy_s.push_back(run_probe(plan).seconds);
-    }
-    probe_x.push_back(busy_s.back() / idle_s.back());
-    if (steps == 0) continue;
-    idle_tps.push_back(bench_train(train, steps, config.device).tokens_per_s);
-    {
-      BusyNeighbours neighbours(busy);
-      busy_tps.push_back(bench_train(train, steps, config.device).tokens_per_s);
-    }
-    train_x.push_back(idle_tps.back() / busy_tps.back());
-  }
+  const BusyRounds b = run_busy_rounds(plan, r.seconds, busy, busy_train_steps, rounds);
   j["busy_neighbours"] = busy;
   j["busy_rounds"] = rounds;
-  j["busy_seconds"] = summarize(busy_s).median;
+  j["busy_seconds"] = summarize(b.busy_seconds).median;
   // the medians over the rounds, and each round's slowdowns beside them
-  j["busy_slowdown"] = summarize(probe_x).median;
-  j["busy_slowdowns"] = probe_x;
-  if (steps > 0) {
-    j["train_tokens_per_s"] = summarize(idle_tps).median;
-    j["busy_train_tokens_per_s"] = summarize(busy_tps).median;
-    j["busy_train_slowdown"] = summarize(train_x).median;
-    j["busy_train_slowdowns"] = train_x;
+  j["busy_slowdown"] = summarize(b.slowdowns).median;
+  j["busy_slowdowns"] = b.slowdowns;
+  if (busy_train_steps > 0) {
+    j["train_tokens_per_s"] = summarize(b.idle_tokens_per_s).median;
+    j["busy_train_tokens_per_s"] = summarize(b.busy_tokens_per_s).median;
+    j["busy_train_slowdown"] = summarize(b.train_slowdowns).median;
+    j["busy_train_slowdowns"] = b.train_slowdowns;
   }
 }
 

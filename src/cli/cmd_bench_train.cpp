@@ -1,6 +1,7 @@
-// recall bench train: the throughput of `recall train`'s own loop (see recall/train/bench_train.h).
+// recall bench train: the throughput of `recall train`'s own loop (see
+// recall/experiments/bench_train.h).
 #include "commands.h"
-#include "recall/train/bench_train.h"
+#include "recall/experiments/bench_train.h"
 #include "recall/train/distributed.h"
 #include "recall/train/train_config.h"
 

@@ -44,12 +44,12 @@ void add_experiment(CLI::App& root, Action& action) {
     config.name = o->name;
     config.out_dir = o->out;
     config.quick = o->quick;
-    config.progress = !o->quiet;
+    config.run.progress = !o->quiet;
     config.steps = o->steps;
     config.more_exposures = o->more_exposures;
     config.more_kinds = o->more_kinds;
-    config.device = parse_device(o->device);
-    config.stop = stop_on_signal();
+    config.run.device = parse_device(o->device);
+    config.run.stop = stop_on_signal();
     config.validate();
     check_output_dir("--out", o->out);
     action = [config] {

@@ -26,8 +26,8 @@ void add_report(CLI::App& root, Action& action) {
     check_output_dir("--out", o->out);
     action = [o] {
       ReportConfig config = ReportConfig::make(o->out, o->quick);
-      config.progress = !quiet();
-      config.stop = stop_on_signal();
+      config.run.progress = !quiet();
+      config.run.stop = stop_on_signal();
       return run_stoppable(
           [&] {
             fmt::print("{}\n", run_report(config));

@@ -59,7 +59,7 @@ void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool n
                    const std::string& device);
 // `recall bench` and its `probe` (cmd_bench.cpp).
 void add_bench(CLI::App& root, Action& action);
-// Adds `train` under the `bench` subcommand (recall/bench_train.h).
+// Adds `train` under the `bench` subcommand (recall/experiments/bench_train.h).
 void add_bench_train(CLI::App& bench, Action& action);
 // Adds `eval` under the `bench` subcommand: scoring long prompts (cmd_bench_eval.cpp).
 void add_bench_eval(CLI::App& bench, Action& action);

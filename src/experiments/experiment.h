@@ -59,10 +59,10 @@ class Experiment {
   // Trains the recipe `preset` with `sets` into runs/<name> (reusing a finished run there).
   TrainResult train_run(const std::string& preset, const std::vector<std::string>& sets,
                         const std::string& name) const {
-    if (c_.progress) fmt::print(stderr, "experiment {}: {}\n", c_.name, run_dir(name));
+    if (c_.run.progress) fmt::print(stderr, "experiment {}: {}\n", c_.name, run_dir(name));
     return recall::train_run(train_config_from_file(preset, sets), run_dir(name), context());
   }
-  RunContext context() const { return {c_.progress, c_.device, c_.stop}; }
+  const RunContext& context() const { return c_.run; }
   const ExperimentConfig& config() const { return c_; }
   // out_dir/name, written atomically, two-space indented.
   void write_json(const std::string& name, const nlohmann::json& j) const {

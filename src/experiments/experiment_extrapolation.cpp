@@ -19,6 +19,7 @@
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/experiments/experiments.h"
+#include "recall/experiments/extrapolate_runs.h"
 #include "recall/experiments/report.h"
 #include "recall/formats/plot.h"
 #include "recall/stores/theory.h"
@@ -73,21 +74,21 @@ struct Curve {
 void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int64_t>& lengths,
                  const std::string& runs_dir, const std::string& out_dir, const RunContext& context,
                  std::vector<Curve>& curves, json& points) {
+  ExtrapolateRuns runs;
+  runs.train_config = "mqar-extrapolate";
+  runs.sets = v.sets;
+  runs.sets.push_back(fmt::format("steps={}", rc.mqar_steps));
+  runs.out_dir = (fs::path(runs_dir) / fmt::format("mqar-extrapolate{}-{}",
+                                                   v.name == "rope" ? "-rope" : "", rc.mqar_steps))
+                     .string();
+  runs.seeds = v.seeds;
+  runs.rules = v.rules;
+  runs.run = context;
   ExtrapolateConfig ec;
-  ec.train_config = "mqar-extrapolate";
-  ec.sets = v.sets;
-  ec.sets.push_back(fmt::format("steps={}", rc.mqar_steps));
-  ec.out_dir = (fs::path(runs_dir) / fmt::format("mqar-extrapolate{}-{}",
-                                                 v.name == "rope" ? "-rope" : "", rc.mqar_steps))
-                   .string();
-  ec.seeds = v.seeds;
-  ec.rules = v.rules;
   ec.lengths = {1};
   ec.batches = rc.extrapolate_batches;
-  ec.progress = context.progress;
   ec.device = context.device;
-  ec.stop = context.stop;
-  const auto trained = extrapolate(ec);
+  const auto trained = train_and_extrapolate(runs, ec);
   for (const auto& t : trained) {
     Restored r = restore(t.checkpoint);
     InspectConfig ic;

@@ -14,6 +14,7 @@
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
+#include "recall/experiments/extrapolate_runs.h"
 #include "recall/formats/plot.h"
 #include "recall/train/task.h"
 
@@ -299,20 +300,20 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
 std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunContext& context,
                                            const std::string& out_dir,
                                            std::vector<std::string>& unlearned) {
+  ExtrapolateRuns runs;
+  runs.train_config = "mqar-store";
+  runs.sets = {fmt::format("steps={}", rc.store_steps)};
+  runs.out_dir = out_dir;
+  runs.seeds = rc.store_seeds;
+  runs.rules = rc.store_rules;
+  runs.run = context;
   ExtrapolateConfig ec;
-  ec.train_config = "mqar-store";
-  ec.sets = {fmt::format("steps={}", rc.store_steps)};
-  ec.out_dir = out_dir;
-  ec.seeds = rc.store_seeds;
-  ec.rules = rc.store_rules;
   ec.none_also = {BetaRule::kQwen, BetaRule::kYarn};
   ec.lengths = rc.store_lengths;
   ec.pairs = PairsAtLength::kGrow;
   ec.batches = rc.extrapolate_batches;
-  ec.progress = context.progress;
   ec.device = context.device;
-  ec.stop = context.stop;
-  const auto points = extrapolate(ec);
+  const auto points = train_and_extrapolate(runs, ec);
   unlearned = unlearned_runs(points);
   if (unlearned.size() * 2 > static_cast<size_t>(rc.store_seeds) * rc.store_rules.size())
     throw std::runtime_error("experiment extrapolation: most mqar-store runs did not learn at 1x");

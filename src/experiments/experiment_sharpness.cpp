@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "experiment.h"
+#include "recall/analysis/attention_stats.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"

@@ -18,6 +18,7 @@
 #include "recall/core/machine.h"
 #include "recall/core/signals.h"
 #include "recall/experiments/experiments.h"
+#include "recall/experiments/extrapolate_runs.h"
 #include "recall/formats/plot.h"
 #include "recall/stores/theory.h"
 #include "recall/train/trainer.h"
@@ -85,10 +86,10 @@ class Report {
   explicit Report(const ReportConfig& c) : c_(c), t0_(std::chrono::steady_clock::now()) {}
 
   void step(const std::string& what) {
-    if (c_.stop)
-      if (int s = c_.stop(0)) throw StopRequested(s, "before " + what);
+    if (c_.run.stop)
+      if (int s = c_.run.stop(0)) throw StopRequested(s, "before " + what);
     ++step_;
-    if (c_.progress)
+    if (c_.run.progress)
       fmt::print(stderr, "report [{}/11] {} ({:.0f} s so far)\n", step_, what, elapsed());
   }
   double elapsed() const {
@@ -168,20 +169,21 @@ class Report {
   std::string extrapolate_section() {
     step(fmt::format("mqar-extrapolate under each beta rule ({} steps, {} seed(s) each)",
                      c_.mqar_steps, c_.mqar_seeds));
-    ExtrapolateConfig ec;
-    ec.train_config = "mqar-extrapolate";
-    ec.sets = {fmt::format("steps={}", c_.mqar_steps)};
+    ExtrapolateRuns runs;
+    runs.train_config = "mqar-extrapolate";
+    runs.sets = {fmt::format("steps={}", c_.mqar_steps)};
     // the runs of the extrapolation experiment (section 11), which reads them again
-    ec.out_dir = run_dir(fmt::format("mqar-extrapolate-{}", c_.mqar_steps));
-    ec.seeds = c_.mqar_seeds;
+    runs.out_dir = run_dir(fmt::format("mqar-extrapolate-{}", c_.mqar_steps));
+    runs.seeds = c_.mqar_seeds;
+    runs.rules = c_.mqar_rules;
+    runs.run = c_.run;
+    ExtrapolateConfig ec;
     ec.lengths = c_.extrapolate_lengths;
     ec.pairs = PairsAtLength::kGrow;
-    ec.rules = c_.mqar_rules;
     ec.none_also = {BetaRule::kQwen, BetaRule::kYarn};
     ec.batches = c_.extrapolate_batches;
-    ec.progress = c_.progress;
-    ec.stop = c_.stop;
-    const auto points = extrapolate(ec);
+    ec.device = c_.run.device;
+    const auto points = train_and_extrapolate(runs, ec);
     write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
     // the means are over the runs that learned (accuracy >= 0.9 at 1x under their own rule)
     const std::vector<std::string> failed = unlearned_runs(points);
@@ -304,7 +306,7 @@ class Report {
       all_sets.push_back(fmt::format("steps={}", c_.facts_steps));
       const TrainConfig tc = train_config_from_file("facts-tiny", all_sets);
       const std::string dir = run_dir(fmt::format("facts-{}-{}", name, c_.facts_steps));
-      const TrainResult tr = train_run(tc, dir, {c_.progress, torch::kCPU, c_.stop});
+      const TrainResult tr = train_run(tc, dir, c_.run);
       Restored r = restore(dir);
       const InspectResult ir = inspect(r, InspectConfig{}, dir);
       const auto& f = ir.ffn.front();
@@ -337,8 +339,7 @@ class Report {
     ec.name = name;
     ec.out_dir = c_.out_dir;
     ec.quick = c_.quick;
-    ec.progress = c_.progress;
-    ec.stop = c_.stop;
+    ec.run = c_.run;
     const ExperimentResult r = run_experiment(ec);
     return fmt::format("## {}. {}\n\n{}", number, r.title, r.markdown);
   }

@@ -12,59 +12,62 @@ FeedForwardOptions feed_forward_options(const ModelConfig& c) {
       .bias(c.bias);
 }
 
-BlockImpl::BlockImpl(ModelConfig config_) : config(std::move(config_)) {
+BlockOptions block_options(const ModelConfig& c) {
+  return BlockOptions(NormOptions(c.d_model).kind(c.norm).bias(c.bias),
+                      AttentionOptions(c.d_model, c.n_heads, c.seq_len)
+                          .rule(c.attn_rule)
+                          .rope(c.pos == PosKind::kRope)
+                          .bias(c.bias)
+                          .mem_kv(c.attn_mem_kv)
+                          .scale(c.attn_scale)
+                          .conv(c.attn_conv)
+                          .qk_norm(c.attn_qk_norm)
+                          .learn_scale(c.attn_scale_learned),
+                      feed_forward_options(c));
+}
+
+BlockImpl::BlockImpl(BlockOptions options_) : options(std::move(options_)) {
   reset();
 }
 
 void BlockImpl::reset() {
-  const ModelConfig& c = config;
-  auto norm_options = NormOptions(c.d_model).kind(c.norm).bias(c.bias);
-  norm1 = register_module("norm1", Norm(norm_options));
-  attn = register_module("attn", Attention(AttentionOptions(c.d_model, c.n_heads, c.seq_len)
-                                               .rule(c.attn_rule)
-                                               .rope(c.pos == PosKind::kRope)
-                                               .bias(c.bias)
-                                               .mem_kv(c.attn_mem_kv)
-                                               .scale(c.attn_scale)
-                                               .conv(c.attn_conv)
-                                               .qk_norm(c.attn_qk_norm)
-                                               .learn_scale(c.attn_scale_learned)));
-  ffn = nullptr;
-  if (c.ffn == FfnKind::kNone) return;
-  norm2 = register_module("norm2", Norm(norm_options));
-  ffn = make_feed_forward(feed_forward_options(c));
-  register_module("ffn", as_module(ffn));
+  norm1 = register_module("norm1", Norm(options.norm()));
+  attn = register_module("attn", Attention(options.attention()));
+  if (options.feed_forward().kind() == FfnKind::kNone) return;
+  norm2 = register_module("norm2", Norm(options.norm()));
+  ffn = register_module("ffn", FeedForward(make_feed_forward(options.feed_forward())));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto h = x + attn(norm1(x));
+  return ffn ? h + ffn(norm2(h)) : h;
 }
 
 torch::Tensor BlockImpl::forward_incremental(const torch::Tensor& x, AttentionKv& kv) {
   auto h = x + attn->forward_incremental(norm1(x), kv);
-  return ffn ? h + ffn->forward(norm2(h)) : h;
+  return ffn ? h + ffn(norm2(h)) : h;
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, ActivationCache* cache,
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, ActivationCache& cache,
                                  const std::string& prefix) {
-  if (!cache) {
-    auto h = x + attn(norm1(x));
-    return ffn ? h + ffn->forward(norm2(h)) : h;
-  }
-  cache->put(prefix + "resid_pre", x);
-  auto [q, k, v] = attn->heads(norm1(x));  // (B, T, H, dh), (B, N + T, H, dh) twice
-  const auto attended = attn->attend_reference(q, k, v);
-  const auto& w = attended.weights;   // (B, H, T, N + T)
-  auto a = attn->output(attended.y);  // (B, T, D)
-  for (auto [name, t] :
-       {std::pair{"attn.q", q}, {"attn.k", k}, {"attn.v", v}, {"attn.weights", w}, {"attn.out", a}})
-    cache->put(prefix + name, t);
-  auto h = x + a;
-  cache->put(prefix + "resid_mid", h);
+  cache.put(prefix + "resid_pre", x);
+  const auto a = attn->trace(norm1(x));
+  for (const auto& [name, t] : {std::pair{"attn.q", a.q},
+                                {"attn.k", a.k},
+                                {"attn.v", a.v},
+                                {"attn.weights", a.weights},
+                                {"attn.out", a.out}})
+    cache.put(prefix + name, t);
+  auto h = x + a.out;
+  cache.put(prefix + "resid_mid", h);
   if (ffn) {
     auto n = norm2(h);
-    cache->put(prefix + "ffn.weights", ffn->recall_weights(n));
-    auto f = ffn->forward(n);
-    cache->put(prefix + "ffn.out", f);
+    cache.put(prefix + "ffn.weights", ffn->recall_weights(n));
+    auto f = ffn(n);
+    cache.put(prefix + "ffn.out", f);
     h = h + f;
   }
-  cache->put(prefix + "resid_post", h);
+  cache.put(prefix + "resid_post", h);
   return h;
 }
 

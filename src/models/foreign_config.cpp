@@ -7,12 +7,10 @@
 #include <set>
 
 #include "recall/core/error.h"
+#include "recall/models/norm.h"
 
 namespace recall {
 namespace {
-
-// recall's LayerNorm epsilon (norm.h), which both formats must use for the forward pass to agree.
-constexpr double kNormEps = 1e-5;
 
 // The shape every import shares: learned positions, pre-norm LayerNorm, a GELU MLP of 4 d_model
 // unless told otherwise, attention scaled by 1 / sqrt(d_head) under no beta rule.

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include "recall/core/error.h"
-#include "recall/models/block.h"
-#include "recall/models/norm.h"
 #include "recall/ops/gemm.h"
 #include "recall/stores/init.h"
 
@@ -24,24 +22,15 @@ void TransformerImpl::reset() {
     pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq_len, c.d_model));
     pos_emb->weight.normal_(0.0, kInitStd);
   }
-  block_list = register_module("blocks", torch::nn::ModuleList());
-  blocks.clear();
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    blocks.push_back(std::make_shared<BlockImpl>(c));
-    block_list->push_back(blocks.back());
-  }
-  norm_f = register_module(
-      "norm_f", std::make_shared<NormImpl>(NormOptions(c.d_model).kind(c.norm).bias(c.bias)));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  const BlockOptions options = block_options(c);
+  for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(options));
+  norm_f = register_module("norm_f", Norm(options.norm()));
   if (!c.tied_head) head = register_module("head", make_linear(c.d_model, c.vocab_size, false));
 }
 
-std::shared_ptr<torch::nn::Module> TransformerImpl::clone(
-    const torch::optional<torch::Device>& device) const {
-  auto copy = Cloneable::clone(device);
-  auto& t = dynamic_cast<TransformerImpl&>(*copy);
-  for (size_t i = 0; i < t.blocks.size(); ++i)
-    t.blocks[i] = t.block_list->template ptr<BlockImpl>(i);
-  return copy;
+std::shared_ptr<BlockImpl> TransformerImpl::block(size_t i) const {
+  return blocks->ptr<BlockImpl>(i);
 }
 
 void TransformerImpl::load(torch::serialize::InputArchive& archive) {
@@ -51,10 +40,10 @@ void TransformerImpl::load(torch::serialize::InputArchive& archive) {
   // lie in its children, so reading each child reads everything.
   for (const auto& child : named_children()) {
     if (child.key() == "blocks") {
-      for (size_t i = 0; i < blocks.size(); ++i) {
-        torch::serialize::InputArchive block;
-        archive.read("block" + std::to_string(i), block);
-        blocks[i]->load(block);
+      for (size_t i = 0; i < blocks->size(); ++i) {
+        torch::serialize::InputArchive sub;
+        archive.read("block" + std::to_string(i), sub);
+        block(i)->load(sub);
       }
     } else {
       torch::serialize::InputArchive sub;
@@ -87,9 +76,9 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& idx, ActivationCache*
       fmt::format("sequence length {} exceeds seq_len = {} with pos = learned", T, config.seq_len));
   auto x = tok_emb(idx);  // (B, T, D)
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
-  for (size_t i = 0; i < blocks.size(); ++i)
-    x = cache ? blocks[i]->forward(x, cache, fmt::format("blocks.{}.", i)) : blocks[i]->forward(x);
-  return norm_f->forward(x);  // (B, T, D)
+  for (size_t i = 0; i < blocks->size(); ++i)
+    x = cache ? block(i)->forward(x, *cache, fmt::format("blocks.{}.", i)) : block(i)->forward(x);
+  return norm_f(x);  // (B, T, D)
 }
 
 torch::Tensor TransformerImpl::forward_incremental(const torch::Tensor& idx, KvCache& kv) {
@@ -100,18 +89,18 @@ torch::Tensor TransformerImpl::forward_incremental(const torch::Tensor& idx, KvC
             fmt::format("sequence length {} exceeds seq_len = {} with pos = learned", offset + T,
                         config.seq_len));
   check_arg(kv.layers.empty() ||
-                (kv.layers.size() == blocks.size() && kv.layers.front().k.size(0) == idx.size(0)),
+                (kv.layers.size() == blocks->size() && kv.layers.front().k.size(0) == idx.size(0)),
             "forward_incremental: the cache belongs to another model or batch size");
-  kv.layers.resize(blocks.size());
+  kv.layers.resize(blocks->size());
   auto x = tok_emb(idx);  // (B, T, D)
   if (pos_emb) x = x + pos_emb->weight.narrow(0, offset, T);
-  for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_incremental(x, kv.layers[i]);
-  return logits(norm_f->forward(x));  // (B, T, vocab)
+  for (size_t i = 0; i < blocks->size(); ++i) x = block(i)->forward_incremental(x, kv.layers[i]);
+  return logits(norm_f(x));  // (B, T, vocab)
 }
 
 void TransformerImpl::set_attn_rule(BetaRule rule) {
   config.attn_rule = rule;
-  for (auto& block : blocks) block->attn->set_rule(rule);
+  for (size_t i = 0; i < blocks->size(); ++i) block(i)->attn->set_rule(rule);
 }
 
 int64_t TransformerImpl::num_parameters() const {

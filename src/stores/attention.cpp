@@ -16,18 +16,23 @@ AttentionImpl::AttentionImpl(AttentionOptions options_) : options(std::move(opti
 }
 
 void AttentionImpl::reset() {
-  const int64_t D = options.d_model(), H = options.n_heads();
+  // What the maths needs, in the options' own terms (a model's config states its keys' bounds to
+  // the user first: ModelConfig::validate).
+  const int64_t D = options.d_model(), H = options.n_heads(), W = options.conv();
   check_arg(D >= 1 && H >= 1 && D % H == 0,
-            fmt::format("d_model = {} is not divisible by n_heads = {}", D, H));
+            fmt::format("AttentionOptions: d_model {} is no multiple of n_heads {}", D, H));
   check_arg(!options.rope() || d_head() % 2 == 0,
-            fmt::format("d_head = {}: must be even with rope", d_head()));
-  check_arg(options.seq_len() >= 2, fmt::format("seq_len = {}: must be >= 2", options.seq_len()));
+            fmt::format("AttentionOptions: rope rotates pairs, d_head {} is odd", d_head()));
+  check_arg(options.seq_len() >= 2,
+            fmt::format("AttentionOptions: seq_len {} is below 2, where ln L vanishes",
+                        options.seq_len()));
   check_arg(std::isfinite(options.scale()) && options.scale() > 0,
-            fmt::format("attn_scale = {}: must be a finite number > 0", options.scale()));
-  check_arg(options.mem_kv() >= 0, fmt::format("attn_mem_kv = {}: must be >= 0", options.mem_kv()));
-  check_arg(options.conv() == 0 || (options.conv() >= 2 && options.conv() <= kMaxConv),
-            fmt::format("attn_conv = {}: must be 0 (none) or a width in [2, {}]", options.conv(),
-                        kMaxConv));
+            fmt::format("AttentionOptions: scale {} is no positive number", options.scale()));
+  check_arg(options.mem_kv() >= 0,
+            fmt::format("AttentionOptions: mem_kv {} is negative", options.mem_kv()));
+  check_arg(
+      W == 0 || (W >= 2 && W <= kMaxConv),
+      fmt::format("AttentionOptions: conv {} is neither 0 nor a width in [2, {}]", W, kMaxConv));
   qkv = register_module("qkv", make_linear(D, 3 * D, options.bias()));
   out = register_module("out", make_linear(D, D, options.bias()));
   if (options.mem_kv() > 0) {
@@ -198,6 +203,12 @@ torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
   const int64_t B = y.size(0), T = y.size(1), H = options.n_heads();
   auto h = heads_masked_ ? y * head_mask.to(y.options()).view({1, 1, H, 1}) : y;
   return fast_linear(h.reshape({B, T, H * d_head()}), out->weight, out->bias);  // (B, T, D)
+}
+
+AttentionTrace AttentionImpl::trace(const torch::Tensor& x) {
+  auto [q, k, v] = heads(x);  // (B, T, H, dh), (B, N + T, H, dh) twice
+  const auto attended = attend_reference(q, k, v);
+  return {q, k, v, attended.weights, output(attended.y)};
 }
 
 torch::Tensor AttentionImpl::recall_weights(const torch::Tensor& x) {

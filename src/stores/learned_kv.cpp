@@ -17,9 +17,9 @@ LearnedKvStoreImpl::LearnedKvStoreImpl(LearnedKvStoreOptions options_) : options
 
 void LearnedKvStoreImpl::reset() {
   const int64_t D = options.d_model(), H = options.n_heads(), S = options.slots();
-  check_arg(S >= 1, fmt::format("ffn_slots = {}: must be >= 1 with ffn = learned_kv", S));
+  check_arg(S >= 1, fmt::format("LearnedKvStoreOptions: slots {} is below 1", S));
   check_arg(D >= 1 && H >= 1 && D % H == 0,
-            fmt::format("d_model = {} is not divisible by n_heads = {}", D, H));
+            fmt::format("LearnedKvStoreOptions: d_model {} is no multiple of n_heads {}", D, H));
   // Registered as w1 and w2, the input and output maps of every feed-forward kind: the state's
   // names are the same for all (checkpoints, exports, the Python twin, fit's initialisation).
   wq = register_module("w1", make_linear(D, D, options.bias()));

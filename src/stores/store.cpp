@@ -196,15 +196,6 @@ std::optional<FeedForwardOptions> Store::feed_forward_options() const {
   return std::nullopt;
 }
 
-std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Store>& store) {
-  check_arg(store != nullptr, "store: none");
-  return {store, &store->module()};  // aliasing: owned with the store
-}
-
-torch::nn::Module& as_module(Store& store) {
-  return store.module();
-}
-
 std::shared_ptr<Store> clone_store(const std::shared_ptr<Store>& store) {
   check_arg(store != nullptr, "store: none");
   return store->clone_store();

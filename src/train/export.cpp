@@ -1,5 +1,7 @@
 #include "recall/train/export.h"
 
+#include <toml++/toml.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +10,8 @@
 #include "recall/formats/safetensors.h"
 #include "recall/formats/torch_save.h"
 #include "recall/models/foreign_config.h"
+#include "recall/models/norm.h"
+#include "recall/stores/rope.h"
 #include "recall/train/gpt2_names.h"
 #include "recall/train/trainer.h"
 
@@ -47,28 +51,25 @@ NamedTensors named_state(const torch::nn::Module& module) {
 }
 
 namespace {
+// The model keys (model_config_items, their one writer), each TOML literal read back as the JSON
+// value it spells, and the constants the architecture fixes.
 nlohmann::json model_json(const ModelConfig& c) {
-  return {{"vocab_size", c.vocab_size},
-          {"d_model", c.d_model},
-          {"n_layers", c.n_layers},
-          {"n_heads", c.n_heads},
-          {"seq_len", c.seq_len},
-          {"pos", to_string(c.pos)},
-          {"norm", to_string(c.norm)},
-          {"tied_head", c.tied_head},
-          {"bias", c.bias},
-          {"attn_rule", to_string(c.attn_rule)},
-          {"attn_scale", c.attn_scale},
-          {"ffn", to_string(c.ffn)},
-          {"activation", to_string(c.activation)},
-          {"ffn_mult", c.ffn_mult},
-          {"ffn_slots", c.ffn_slots},
-          {"attn_mem_kv", c.attn_mem_kv},
-          {"attn_conv", c.attn_conv},
-          {"attn_qk_norm", c.attn_qk_norm},
-          {"attn_scale_learned", c.attn_scale_learned},
-          {"norm_eps", 1e-5},
-          {"rope_base", 10000.0}};
+  nlohmann::json j;
+  for (const auto& [key, literal] : model_config_items(c)) {
+    const toml::table t = toml::parse("v = " + literal);
+    const toml::node& v = *t.get("v");
+    if (const auto i = v.value_exact<int64_t>())
+      j[key] = *i;
+    else if (const auto d = v.value_exact<double>())
+      j[key] = *d;
+    else if (const auto b = v.value_exact<bool>())
+      j[key] = *b;
+    else
+      j[key] = v.value_exact<std::string>().value();
+  }
+  j["norm_eps"] = kNormEps;
+  j["rope_base"] = kRopeBase;
+  return j;
 }
 
 // A text run's id -> byte or codepoint, which a reader of the exported model decodes with.

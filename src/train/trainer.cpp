@@ -195,24 +195,12 @@ double estimate_train_ram(const TrainConfig& config, int workers, std::string* b
                L = static_cast<double>(m.n_layers), H = static_cast<double>(m.n_heads);
   const double B = static_cast<double>(config.trainer.batch_size);
   const double T = static_cast<double>(config.task.kind == TaskKind::kFacts ? 2 : m.seq_len);
-  // per block: the feed-forward's parameters (from its factory) and its hidden activations
-  const double ffn_params =
-      static_cast<double>(feed_forward_num_parameters(feed_forward_options(m)));
-  double hidden = 0;
-  switch (m.ffn) {
-    case FfnKind::kLinear:
-    case FfnKind::kMlp:
-      hidden = static_cast<double>(m.ffn_mult) * d;
-      break;
-    case FfnKind::kGlu:
-      hidden = 2 * static_cast<double>(m.ffn_mult) * d;  // gate and value
-      break;
-    case FfnKind::kLearnedKv:
-      hidden = H * static_cast<double>(m.ffn_slots);  // the weights (H, S) per token
-      break;
-    case FfnKind::kNone:
-      break;
-  }
+  // per block: the feed-forward's parameters and hidden activations (its kind's row)
+  const FeedForwardOptions ffn = feed_forward_options(m);
+  const double ffn_params = static_cast<double>(feed_forward_num_parameters(ffn));
+  const double hidden = m.ffn == FfnKind::kNone
+                            ? 0.0
+                            : static_cast<double>(feed_forward_kind(m.ffn).activation_width(ffn));
   const double params = model_parameters(m, ffn_params);
   const double state = 4 * params * (3 + std::max(workers, 1));  // weights, 2 moments, gradients
   const double acts = 4 * B * T * (L * (12 * d + 3 * hidden) + 4 * V) + 4 * 3 * L * B * H * T * T;

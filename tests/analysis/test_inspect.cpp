@@ -45,7 +45,7 @@ void expect_summary_eq(const IsrSummary& a, const IsrSummary& b) {
 std::shared_ptr<Store> relu2_layer(const torch::Tensor& keys, const torch::Tensor& values) {
   const int64_t N = keys.size(0), D = keys.size(1);
   auto ffn = make_feed_forward(FeedForwardOptions(D).activation(Activation::kRelu2).mult(N / D));
-  as_module(ffn)->to(torch::kFloat64);
+  ffn->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
   ffn->keys().copy_(keys);      // (N, D) the first-layer rows
   ffn->values().copy_(values);  // (N, D) a view of the second-layer columns
@@ -91,7 +91,7 @@ TEST(InspectFfn, OrthogonalKeysRecallWithoutInterference) {
 TEST(InspectFfn, LearnedKvSlotsMatchSoftmaxStorePerHead) {
   const int64_t D = 16, H = 2, S = 24;
   auto ffn = make_feed_forward(FeedForwardOptions(D).kind(FfnKind::kLearnedKv).slots(S).n_heads(H));
-  as_module(ffn)->to(torch::kFloat64);
+  ffn->to(torch::kFloat64);
   torch::manual_seed(5);
   {
     torch::NoGradGuard no_grad;
@@ -118,7 +118,7 @@ TEST(InspectFfn, EveryFeedForwardKindIsReadThroughTheStoreApi) {
     c.ffn_slots = 8;
     torch::manual_seed(3);
     Transformer model(c);
-    const FfnStoreReport r = inspect_feed_forward(model->blocks[0]->ffn, 0);
+    const FfnStoreReport r = inspect_feed_forward(model->block(0)->ffn.ptr(), 0);
     EXPECT_EQ(r.kind, name);
     EXPECT_EQ(r.keys, c.ffn == FfnKind::kLearnedKv ? 2 * 8 : 2 * 16) << name;
     EXPECT_TRUE(std::isfinite(r.isr.median) && r.isr.median > 0) << name;

@@ -39,7 +39,7 @@ TEST(StoreFamily, WrittenStoreRecallsThenTheSameModuleTrainsInAModel) {
   auto c = small(FfnKind::kMlp, Activation::kRelu2);
   c.d_model = 32;
   Transformer model(c);
-  const Store& ffn = *model->blocks[0]->ffn;
+  const Store& ffn = *model->block(0)->ffn;
   const Store& built = *written;  // typeid of a dereference would evaluate it (clang warns)
   EXPECT_EQ(typeid(ffn), typeid(built));
   const auto keys_before = ffn.keys().clone();
@@ -113,7 +113,7 @@ TEST(StoreFamily, ActivationCacheReproducesTheForwardPass) {
       ASSERT_EQ(w.sizes(), (std::vector<int64_t>{B, H, T, N + T}));
       EXPECT_LT((w.sum(-1) - 1).abs().max().item<double>(), 1e-12);
       // the pieces add up: the stream, attention through its weights, the next block's input
-      auto& block = *model->blocks[i];
+      auto& block = *model->block(i);
       auto y = block.attn->output(torch::einsum("bhts,bshd->bthd", {w, at("attn.v")}));
       EXPECT_LT((y - at("attn.out")).abs().max().item<double>(), 1e-12);
       EXPECT_TRUE(torch::allclose(at("resid_mid"), at("resid_pre") + at("attn.out")));

@@ -137,7 +137,8 @@ TEST(ModelTransformer, SetAttnRuleReachesEveryLayer) {
   model->set_attn_rule(BetaRule::kSsmax);  // adds a learned scale per head and layer, = su
   EXPECT_EQ(model->config.attn_rule, BetaRule::kSsmax);
   EXPECT_EQ(model->num_parameters(), n + 2 * c.n_heads);
-  for (auto& block : model->blocks) EXPECT_EQ(block->attn->options.rule(), BetaRule::kSsmax);
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    EXPECT_EQ(model->block(l)->attn->options.rule(), BetaRule::kSsmax);
   auto ssmax = model(idx);
   model->set_attn_rule(BetaRule::kSu);
   EXPECT_LT((model(idx) - ssmax).abs().max().item<double>(), 1e-6);
@@ -162,11 +163,17 @@ TEST(ModelTransformer, CloneCopiesEveryParameter) {
   auto idx = torch::randint(0, c.vocab_size, {1, 6});
   EXPECT_TRUE(torch::equal(model(idx), copy->forward(idx)));
   EXPECT_EQ(copy->num_parameters(), model->num_parameters());
-  // the typed blocks are the copy's own
-  for (size_t i = 0; i < copy->blocks.size(); ++i) {
-    EXPECT_EQ(copy->blocks[i].get(), copy->block_list[i]->as<BlockImpl>()) << i;
-    EXPECT_NE(copy->blocks[i].get(), model->blocks[i].get()) << i;
+  // the copy's blocks are its own, and its holders point at its registered modules
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    EXPECT_NE(copy->block(i).get(), model->block(i).get()) << i;
+    EXPECT_EQ(copy->block(i)->attn.get(), copy->block(i)->named_children()["attn"].get()) << i;
+    if (copy->block(i)->ffn) {
+      EXPECT_EQ(static_cast<torch::nn::Module*>(copy->block(i)->ffn.get()),
+                copy->block(i)->named_children()["ffn"].get())
+          << i;
+    }
   }
+  EXPECT_EQ(copy->norm_f.get(), copy->named_children()["norm_f"].get());
 }
 
 // The blocks are the list "blocks": parameter names carry the activation cache's prefixes.
@@ -191,7 +198,53 @@ TEST(ModelTransformer, ParameterNamesAreTheCachesNames) {
     const std::string prefix = "blocks." + std::to_string(i) + ".";
     EXPECT_EQ(prefixes.count(prefix), 1u) << prefix;
     EXPECT_NO_THROW(cache.at(prefix + "resid_pre"));
-    EXPECT_EQ(model->blocks[i].get(), model->block_list[i]->as<BlockImpl>()) << prefix;
+    EXPECT_EQ(model->block(i).get(), model->blocks[i]->as<BlockImpl>()) << prefix;
+  }
+}
+
+// The state's names are what checkpoints, exports and the Python twin read: they must not change
+// when the modules do. The lists are those recall wrote before the blocks held their feed-forward
+// store as a module (read off its exports): every kind of parameter in one model, and learned_kv.
+TEST(ModelTransformer, StateNamesAreTheCheckpointsNames) {
+  ModelConfig a;
+  a.vocab_size = 12, a.d_model = 16, a.n_layers = 2, a.n_heads = 2, a.seq_len = 8;
+  a.pos = PosKind::kLearned, a.norm = NormKind::kLayerNorm, a.bias = true, a.tied_head = false;
+  a.ffn = FfnKind::kGlu, a.activation = Activation::kSilu, a.ffn_mult = 2;
+  a.attn_mem_kv = 2, a.attn_conv = 2, a.attn_rule = BetaRule::kSsmax;
+  a.attn_qk_norm = true, a.attn_scale_learned = true, a.attn_scale = 4.0;
+  std::vector<std::string> want = {"tok_emb.weight", "pos_emb.weight"};
+  for (const std::string b : {"blocks.0.", "blocks.1."})
+    for (const char* name :
+         {"norm1.weight", "norm1.bias", "attn.mem_k", "attn.mem_v", "attn.conv", "attn.beta",
+          "attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
+          "attn.ssmax.scale", "norm2.weight", "norm2.bias", "ffn.w1.weight", "ffn.w1.bias",
+          "ffn.w2.weight", "ffn.w2.bias", "ffn.w3.weight", "ffn.w3.bias"})
+      want.push_back(b + name);
+  for (const char* name : {"norm_f.weight", "norm_f.bias", "head.weight"}) want.push_back(name);
+  ModelConfig b;
+  b.vocab_size = 12, b.d_model = 16, b.n_layers = 1, b.n_heads = 2, b.seq_len = 8;
+  b.pos = PosKind::kNone, b.tied_head = true, b.ffn = FfnKind::kLearnedKv, b.ffn_slots = 4;
+  b.attn_conv = 3;
+  const std::vector<std::string> want_b = {"tok_emb.weight",
+                                           "blocks.0.norm1.weight",
+                                           "blocks.0.attn.conv",
+                                           "blocks.0.attn.qkv.weight",
+                                           "blocks.0.attn.out.weight",
+                                           "blocks.0.norm2.weight",
+                                           "blocks.0.ffn.keys",
+                                           "blocks.0.ffn.values",
+                                           "blocks.0.ffn.w1.weight",
+                                           "blocks.0.ffn.w2.weight",
+                                           "norm_f.weight"};
+  for (const auto& [config, names] : {std::pair{a, want}, {b, want_b}}) {
+    Transformer model(config);
+    std::vector<std::string> got, buffers, want_buffers;
+    for (const auto& p : model->named_parameters()) got.push_back(p.key());
+    EXPECT_EQ(got, names);
+    for (const auto& x : model->named_buffers()) buffers.push_back(x.key());
+    for (int64_t i = 0; i < config.n_layers; ++i)
+      want_buffers.push_back("blocks." + std::to_string(i) + ".attn.head_mask");
+    EXPECT_EQ(buffers, want_buffers);
   }
 }
 

@@ -110,7 +110,7 @@ inline double activation_naive(Activation act, double s) {
 // x: (n, D) -> (n, D), loops over rows, hidden units and slots.
 inline torch::Tensor feed_forward_naive(Store& f, const FeedForwardOptions& o,
                                         const torch::Tensor& x) {
-  auto params = as_module(f).named_parameters();
+  auto params = f.named_parameters();
   auto param = [&](const std::string& name) {
     return params.contains(name) ? params[name] : torch::Tensor();
   };

@@ -308,7 +308,8 @@ TEST(ModelAttention, AttendAtAnOffsetIsTheWholeSequencesLaterRows) {
       a->ssmax->scale.copy_(torch::tensor({0.3, 1.7}, torch::kFloat64));
     }
     auto x = torch::randn({2, 7, 8}, torch::kFloat64);
-    auto [q, k, v] = a->heads(x);  // (2, 7, 2, 4), (2, 2 + 7, 2, 4) twice
+    const auto t = a->trace(x);
+    const auto &q = t.q, &k = t.k, &v = t.v;  // (2, 7, 2, 4), (2, 2 + 7, 2, 4) twice
     const auto whole = a->attend_reference(q, k, v);
     const auto later = a->attend_reference(q.narrow(1, 3, 4), k, v, 3);
     EXPECT_LT((later.y - whole.y.narrow(1, 3, 4)).abs().max().item<double>(), 1e-12);

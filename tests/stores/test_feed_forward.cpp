@@ -1,6 +1,8 @@
 // Every feed-forward kind against the naive loops of model_reference.h.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "recall/stores/feed_forward.h"
@@ -15,7 +17,7 @@ namespace {
 void expect_matches_naive(FeedForwardOptions options, const std::string& what) {
   torch::manual_seed(2);
   auto f = make_feed_forward(options);
-  auto module = as_module(f);
+  std::shared_ptr<torch::nn::Module> module = f;
   module->to(torch::kFloat64);
   {
     torch::NoGradGuard no_grad;
@@ -93,7 +95,7 @@ TEST(ModelFeedForward, ParameterShapesKeysAndValues) {
   EXPECT_EQ(kv->values().sizes(), (std::vector<int64_t>{4, 16, 2}));
   EXPECT_EQ(kv->size(), 64);
   std::vector<std::string> names;
-  for (const auto& item : as_module(kv)->named_parameters()) names.push_back(item.key());
+  for (const auto& item : kv->named_parameters()) names.push_back(item.key());
   EXPECT_EQ(names, (std::vector<std::string>{"keys", "values", "w1.weight", "w2.weight"}));
   EXPECT_THROW(make_feed_forward(FeedForwardOptions(8).kind(FfnKind::kLearnedKv)),
                std::invalid_argument);
@@ -105,7 +107,7 @@ TEST(ModelFeedForward, ParameterShapesKeysAndValues) {
 TEST(ModelFeedForward, ParameterCountIsTheBuiltModules) {
   auto count = [](const FeedForwardOptions& o) {
     int64_t n = 0;
-    for (const auto& p : as_module(make_feed_forward(o))->parameters()) n += p.numel();
+    for (const auto& p : make_feed_forward(o)->parameters()) n += p.numel();
     return n;
   };
   for (bool bias : {false, true}) {
@@ -124,6 +126,56 @@ TEST(ModelFeedForward, ParameterCountIsTheBuiltModules) {
                std::invalid_argument);
 }
 
+// Each kind is one row of the table, and the row is what every reader of a kind gets: its name,
+// its module, its width, its start for fit and its written store.
+TEST(ModelFeedForward, EveryKindIsOneRowOfTheTable) {
+  const auto& rows = feed_forward_kinds();
+  ASSERT_EQ(rows.size() + 1, all_ffn_kinds().size());  // none has no row
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const FeedForwardKind& row = rows[i];
+    SCOPED_TRACE(row.name);
+    EXPECT_EQ(row.kind, all_ffn_kinds()[i]);  // in FfnKind order
+    EXPECT_EQ(to_string(row.kind), row.name);
+    EXPECT_EQ(ffn_kind_from_string(row.name), row.kind);
+    EXPECT_EQ(&feed_forward_kind(row.kind), &row);
+    EXPECT_EQ(row.has_activation, row.kind == FfnKind::kMlp || row.kind == FfnKind::kGlu);
+    // N = 6 hidden units or slots, one head, on d = 8: as fit makes them
+    const auto o = FeedForwardOptions(8).kind(row.kind).hidden(6).slots(6);
+    auto store = row.make(o);
+    EXPECT_EQ(store->feed_forward_options()->kind(), row.kind);
+    EXPECT_EQ(row.activation_width(o), row.kind == FfnKind::kGlu ? 12 : 6);  // glu: gate, value
+    // fit's start: drawn from the generator alone, keys of unit variance, values of value_std
+    auto gen = at::detail::createCPUGenerator(5), gen2 = at::detail::createCPUGenerator(5);
+    auto again = row.make(o);
+    row.start_for_fit(*store, 8, 0.125, gen);
+    row.start_for_fit(*again, 8, 0.125, gen2);
+    for (const auto& [name, p] : store->named_parameters().pairs())
+      EXPECT_TRUE(p.equal(again->named_parameters()[name])) << name;
+    const auto params = store->named_parameters();
+    if (row.kind == FfnKind::kLearnedKv) {
+      EXPECT_TRUE(params["w1.weight"].equal(torch::eye(8) * std::sqrt(8.0)));  // logits k . x
+      EXPECT_TRUE(params["w2.weight"].equal(torch::eye(8)));
+    }
+    const auto& values = params[row.kind == FfnKind::kLearnedKv ? "values" : "w2.weight"];
+    EXPECT_NEAR(values.std().item<double>(), 0.125, 0.05);
+    EXPECT_NEAR(store->keys().std().item<double>(), 1.0, 0.4);
+  }
+  // the written stores the kinds are compared with
+  auto spec = [](FfnKind k, Activation a) {
+    const auto s = written_store_spec(k, a, 3.0);
+    return s ? s->name() : std::string("none");
+  };
+  EXPECT_EQ(spec(FfnKind::kLinear, Activation::kGelu), "linear");
+  EXPECT_EQ(spec(FfnKind::kMlp, Activation::kRelu2), "relu2");
+  EXPECT_EQ(spec(FfnKind::kMlp, Activation::kGelu), "none");
+  EXPECT_EQ(spec(FfnKind::kGlu, Activation::kSilu), "swiglu");
+  EXPECT_EQ(spec(FfnKind::kGlu, Activation::kRelu), "none");
+  EXPECT_EQ(spec(FfnKind::kLearnedKv, Activation::kGelu), "softmax");
+  EXPECT_EQ(written_store_spec(FfnKind::kLearnedKv, Activation::kGelu, 3.0)->weight.beta, 3.0);
+  EXPECT_EQ(spec(FfnKind::kNone, Activation::kGelu), "none");
+  EXPECT_THROW(feed_forward_kind(FfnKind::kNone), std::invalid_argument);
+}
+
 TEST(ModelFeedForward, AStoreNamesItsKind) {
   // the options a store reports build a store of the same kind and shapes
   for (const auto& o : {FeedForwardOptions(8).kind(FfnKind::kLinear).mult(2),
@@ -140,11 +192,11 @@ TEST(ModelFeedForward, AStoreNamesItsKind) {
     EXPECT_EQ(named->bias(), o.bias());
     auto again = make_feed_forward(*named);
     std::vector<std::vector<int64_t>> a, b;
-    for (const auto& p : as_module(f)->parameters()) a.push_back(p.sizes().vec());
-    for (const auto& p : as_module(again)->parameters()) b.push_back(p.sizes().vec());
+    for (const auto& p : f->parameters()) a.push_back(p.sizes().vec());
+    for (const auto& p : again->parameters()) b.push_back(p.sizes().vec());
     EXPECT_EQ(a, b) << to_string(o.kind());
-    // the module is the store's own object, and a clone is a deep copy
-    EXPECT_EQ(static_cast<void*>(as_module(f).get()), static_cast<void*>(&f->module()));
+    // the store is its module, and a clone is a deep copy
+    EXPECT_EQ(std::dynamic_pointer_cast<Store>(std::shared_ptr<torch::nn::Module>(f)), f);
     auto copy = clone_store(f);
     EXPECT_TRUE(copy->keys().equal(f->keys()));
     EXPECT_FALSE(copy->keys().is_same(f->keys()));
@@ -163,10 +215,10 @@ TEST(ModelFeedForward, LearnedKvKeyWeightsAreItsRecallWeightsAfterWq) {
   const int64_t D = 8, H = 2, S = 5, n = 3;
   torch::manual_seed(6);
   auto kv = make_feed_forward(FeedForwardOptions(D).kind(FfnKind::kLearnedKv).slots(S).n_heads(H));
-  as_module(kv)->to(torch::kFloat64);
+  kv->to(torch::kFloat64);
   {
     torch::NoGradGuard no_grad;
-    const auto params = as_module(kv)->named_parameters();  // find() points into it
+    const auto params = kv->named_parameters();  // find() points into it
     params.find("w1.weight")->copy_(torch::eye(D));
   }
   auto x = torch::randn({n, D}, torch::kFloat64);

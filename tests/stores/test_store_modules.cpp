@@ -36,8 +36,8 @@ int64_t state_numel(torch::nn::Module& m) {
 std::shared_ptr<Store> reloaded(const std::shared_ptr<Store>& store,
                                 const std::shared_ptr<Store>& fresh) {
   std::stringstream stream;
-  torch::save(as_module(store), stream);
-  auto module = as_module(fresh);
+  torch::save(std::shared_ptr<torch::nn::Module>(store), stream);
+  std::shared_ptr<torch::nn::Module> module = fresh;
   torch::load(module, stream);
   return fresh;
 }
@@ -49,7 +49,7 @@ TEST(StoreModules, WrittenMemoriesAreRegisteredState) {
     SCOPED_TRACE(name);
     const auto spec = StoreSpec::parse(name, 4.0);
     std::shared_ptr<Store> store = make_store(spec, 12, 6);
-    auto module = as_module(store);
+    std::shared_ptr<torch::nn::Module> module = store;
     const int64_t empty = state_numel(*module);
     make_store(spec, 12, 6);  // a second store shares nothing with the first
     std::dynamic_pointer_cast<WritableStore>(store)->write(K, V);
@@ -99,7 +99,7 @@ TEST(StoreModules, WrittenTwoLayerStoresAreTheModelsModules) {
   mlp->write(K, V);
   EXPECT_TRUE(torch::equal(mlp->keys(), K));
   EXPECT_TRUE(torch::equal(mlp->values(), V));
-  EXPECT_EQ(as_module(mlp)->parameters().size(), 2u);  // w1.weight, w2.weight: no biases
+  EXPECT_EQ(mlp->parameters().size(), 2u);  // w1.weight, w2.weight: no biases
 }
 
 TEST(StoreModules, WrittenStoresRecallTheirKeysBelowCapacity) {
@@ -133,7 +133,7 @@ TEST(StoreModules, LearnedStoresRegisterEveryParameter) {
     torch::manual_seed(8);
     auto store = make_feed_forward(options);
     std::vector<std::string> got;
-    for (const auto& item : as_module(store)->named_parameters()) got.push_back(item.key());
+    for (const auto& item : store->named_parameters()) got.push_back(item.key());
     std::sort(got.begin(), got.end());
     auto want = names;
     std::sort(want.begin(), want.end());
@@ -142,7 +142,7 @@ TEST(StoreModules, LearnedStoresRegisterEveryParameter) {
     EXPECT_TRUE(torch::equal(clone_store(store)->forward(x), y));
     torch::manual_seed(9);
     EXPECT_TRUE(torch::equal(reloaded(store, make_feed_forward(options))->forward(x), y));
-    as_module(store)->to(torch::kFloat64);
+    store->to(torch::kFloat64);
     EXPECT_LT((store->forward(x.to(torch::kFloat64)) - y).abs().max().item<double>(), 1e-5);
   }
 }
@@ -162,7 +162,7 @@ TEST(StoreModules, AttentionWeightsReproduceTheFusedForward) {
       // query t sees no context key after it
       for (int64_t t = 0; t + 1 < 6; ++t)
         EXPECT_EQ(w.select(2, t).narrow(-1, N + t + 1, 6 - t - 1).abs().max().item<double>(), 0.0);
-      auto [q, k, v] = attn->heads(x);
+      const auto v = attn->trace(x).v;  // (B, N + T, H, dh)
       auto y = attn->output(torch::einsum("bhts,bshd->bthd", {w, v}));
       EXPECT_LT((y - attn->forward(x)).abs().max().item<double>(), 1e-10);
       EXPECT_EQ(attn->size(), N);

@@ -1,10 +1,9 @@
 // Length extrapolation (docs/science.md §4, §6): does a beta that grows with log M keep recall at
-// longer contexts in a trained model? Either trains one model per beta rule (and seed) from a
-// config, each evaluated under its own rule, or takes checkpoints, evaluated under their trained
-// rule or rules applied at evaluation; accuracy at multiples of the training length.
+// longer contexts in a trained model? Checkpoints are evaluated under their trained rule or rules
+// applied at evaluation: accuracy at multiples of the training length. Training the runs, one per
+// beta rule and seed, is the experiments layer's (recall/experiments/extrapolate_runs.h).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,31 +13,19 @@
 namespace recall {
 
 struct ExtrapolateConfig {
-  // Either checkpoints (run folders or checkpoint files) ...
-  std::vector<std::string> checkpoints;
-  // ... or a training config, trained once per rule and seed into out_dir/<rule>[-seed<k>] (a
-  // folder holding a run already is resumed, and a finished run is reused).
-  std::string train_config;
-  std::vector<std::string> sets;  // "key=value" overrides of train_config
-  std::string out_dir;
-  int64_t seeds = 1;  // seeds seed, seed + 1, ... of the config
-  bool progress = false;
-  // Polled by each training run (TrainOptions::stop): non-zero stops it after a checkpoint, and
-  // extrapolate throws StopRequested (recall/core/signals.h); the same call resumes.
-  std::function<int(int64_t step)> stop;
-  // checkpoints: the rules at evaluation (empty: each trained rule); training: the rules trained
-  // (empty: all five).
+  std::vector<std::string> checkpoints;  // run folders or checkpoint files
+  // the rules at evaluation (empty: each checkpoint's trained rule)
   std::vector<BetaRule> rules;
-  // The runs trained (or checkpoints trained) under none are also scored under these rules: qwen
-  // and yarn leave beta unchanged for M <= L, so training under them is training under none (the
-  // same losses, bit for bit), and a run trained under none read under them stands for it.
+  // The checkpoints trained under none are also scored under these rules: qwen and yarn leave
+  // beta unchanged for M <= L, so training under them is training under none (the same losses,
+  // bit for bit), and a run trained under none read under them stands for it.
   std::vector<BetaRule> none_also;
   std::vector<int64_t> lengths = {1, 2, 4, 8, 16};  // multiples of each training length
   // Evaluation batches of the checkpoint's batch size, as recall eval's. With the pairs grown g
   // times, 1/g of those prompts (4 at least): as many scored queries at every length.
   int64_t batches = 2;
   PairsAtLength pairs = PairsAtLength::kFixed;  // the mqar pairs of the longer prompts
-  torch::Device device = torch::kCPU;           // where runs train and checkpoints are evaluated
+  torch::Device device = torch::kCPU;           // where checkpoints are evaluated
   int64_t max_ram = 0;  // bytes the lengths may need (check_length_ram); 0: what is free
   // Throws std::invalid_argument naming the flag, its value and the accepted range.
   void validate() const;
@@ -53,9 +40,8 @@ struct ExtrapolatePoint {
   double accuracy = 0, loss = 0;
 };
 
-// Checkpoints (or trained runs) in order, then rules, then lengths. Throws UsageError for a
-// checkpoint that cannot be read, a config that does not parse, or learned positions that do not
-// reach the longest length.
+// Checkpoints in order, then rules, then lengths. Throws UsageError for a checkpoint that cannot be
+// read, or learned positions that do not reach the longest length.
 std::vector<ExtrapolatePoint> extrapolate(const ExtrapolateConfig& config);
 
 // A run that never formed its recall circuit says nothing about length: the checkpoints whose

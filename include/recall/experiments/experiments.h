@@ -25,6 +25,7 @@
 
 #include "recall/models/transformer.h"
 #include "recall/train/task.h"
+#include "recall/train/trainer.h"
 
 namespace recall {
 
@@ -32,11 +33,9 @@ struct ExperimentConfig {
   std::string name;     // one of experiment_names()
   std::string out_dir;  // the JSON, the plot, and runs/ for the trained models
   bool quick = false;   // fewer points, seeds and steps: rough numbers in about a minute each
-  bool progress = true;
-  torch::Device device = torch::kCPU;  // where runs train and are evaluated
-  // Polled by each training run (TrainOptions::stop): non-zero stops it after a checkpoint, and
-  // the experiment with StopRequested; the same call resumes.
-  std::function<int(int64_t step)> stop;
+  // How every run trains and where runs train and are evaluated; a stop request stops a run after
+  // its checkpoint, and the experiment with StopRequested; the same call resumes.
+  RunContext run;
   int64_t steps = 0;  // training steps of every run (0: the experiment's own for quick or not)
   // facts: the exposures per fact at which the kinds of more_kinds are trained again, each at its
   // largest table, to show whether more training still raises bits per parameter (empty: 2x and
@@ -75,21 +74,6 @@ std::optional<double> gain_per_doubling(double x0, double y0, double x1, double 
 // Whether a chain whose last link gained `gain` per doubling has reached its plateau: more training
 // no longer raises bits per parameter by 3 % a doubling (a fall counts too). False without a gain.
 bool plateau_reached(std::optional<double> gain);
-
-// The gradient of a loss with respect to the logits z of w = softmax(z) (last dimension), from its
-// gradient g with respect to w: w (g - sum_s w_s g_s). Same shape as w.
-torch::Tensor softmax_logit_grad(const torch::Tensor& w, const torch::Tensor& g);
-
-// Attention statistics of `model` on `batch`, summed over layers and heads:
-//   grad_norm: || dL / dz ||_2 over every attention logit z (after the scale, before the softmax;
-//              L the mean cross-entropy over the batch's scored positions), from the gradient of
-//              the weights w = softmax(z) through softmax_logit_grad;
-//   entropy:   the mean over rows (layer, batch, head, query) of -sum_s w_s ln w_s, in nats;
-//   uniform_entropy: the same for uniform weights over the keys each query sees.
-struct AttentionStats {
-  double grad_norm = 0, entropy = 0, uniform_entropy = 0;
-};
-AttentionStats attention_stats(Transformer& model, const Batch& batch);
 
 // The first step at which a run's evaluation accuracy was >= target (recall/train/metrics.h);
 // nullopt if none.

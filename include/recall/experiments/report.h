@@ -17,16 +17,17 @@
 #include <vector>
 
 #include "recall/stores/beta_rule.h"
+#include "recall/train/trainer.h"
 
 namespace recall {
 
 struct ReportConfig {
   std::string out_dir;  // report.md, plots and JSON; training runs under out_dir/runs
   bool quick = false;
-  bool progress = true;  // a line per step on stderr
-  // Polled by each training run and between sections: non-zero stops the report (training runs
-  // after a checkpoint) with StopRequested (recall/core/signals.h); the same call resumes.
-  std::function<int(int64_t step)> stop;
+  // How every run trains (a line per step on stderr with progress). The stop callback is also
+  // polled between sections: non-zero stops the report (training runs after a checkpoint) with
+  // StopRequested (recall/core/signals.h); the same call resumes.
+  RunContext run;
 
   // The sizes of each experiment, set from quick.
   int64_t probe_trials = 8;

@@ -1,38 +1,50 @@
 // One pre-norm block: x = x + attn(norm1(x)); x = x + ffn(norm2(x)) (no second half with ffn =
-// none). Attention is the causal softmax store (attention.h); the feed-forward store is built from
-// the config by make_feed_forward (feed_forward.h).
+// none). Attention is the causal softmax store (attention.h); the feed-forward store is any kind
+// of feed_forward.h, held as a module.
 #pragma once
-#include <memory>
 #include <string>
 
 #include "recall/core/torch.h"
 #include "recall/models/activation_cache.h"
+#include "recall/models/model_config.h"
 #include "recall/models/norm.h"
-#include "recall/models/transformer.h"
 #include "recall/stores/attention.h"
 #include "recall/stores/feed_forward.h"
 
 namespace recall {
 
-// The feed-forward options of a model config (d_model -> d_model).
+struct BlockOptions {
+  BlockOptions(NormOptions norm, AttentionOptions attention, FeedForwardOptions feed_forward)
+      : norm_(std::move(norm)),
+        attention_(std::move(attention)),
+        feed_forward_(std::move(feed_forward)) {}
+  TORCH_ARG(NormOptions, norm);  // norm1 and norm2
+  TORCH_ARG(AttentionOptions, attention);
+  TORCH_ARG(FeedForwardOptions, feed_forward);  // kind none: no second half
+};
+
+// What a model config's keys make of each block, and of its feed-forward store alone (d_model ->
+// d_model).
+BlockOptions block_options(const ModelConfig& config);
 FeedForwardOptions feed_forward_options(const ModelConfig& config);
 
 class BlockImpl : public torch::nn::Cloneable<BlockImpl> {
  public:
-  explicit BlockImpl(ModelConfig config);
+  explicit BlockImpl(BlockOptions options);
   void reset() override;
-  // x: (B, T, d_model) -> (B, T, d_model). With a cache, records this block's activations under
-  // `prefix` (e.g. "blocks.0.", activation_cache.h) and runs the plain-torch attention path.
-  torch::Tensor forward(const torch::Tensor& x, ActivationCache* cache = nullptr,
-                        const std::string& prefix = "");
+  // x: (B, T, d_model) -> (B, T, d_model).
+  torch::Tensor forward(const torch::Tensor& x);
+  // The same on the plain-torch attention path, recording this block's activations under
+  // `prefix` (e.g. "blocks.0.", activation_cache.h).
+  torch::Tensor forward(const torch::Tensor& x, ActivationCache& cache, const std::string& prefix);
   // Incremental decoding (attention.h AttentionKv): x (B, T, d_model) at positions kv.length()..
   torch::Tensor forward_incremental(const torch::Tensor& x, AttentionKv& kv);
 
-  ModelConfig config;
+  BlockOptions options;
   Norm norm1{nullptr};
   Attention attn{nullptr};
-  Norm norm2{nullptr};         // ffn != none only
-  std::shared_ptr<Store> ffn;  // ffn != none only; the registered module "ffn"
+  Norm norm2{nullptr};       // ffn != none only
+  FeedForward ffn{nullptr};  // ffn != none only
 };
 TORCH_MODULE(Block);
 

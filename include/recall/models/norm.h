@@ -6,12 +6,15 @@
 
 namespace recall {
 
+// The eps of both norms, as GPT-2's and torch's LayerNorm default.
+inline constexpr double kNormEps = 1e-5;
+
 struct NormOptions {
   explicit NormOptions(int64_t dim) : dim_(dim) {}
   TORCH_ARG(int64_t, dim);
   TORCH_ARG(NormKind, kind) = NormKind::kRmsNorm;
   TORCH_ARG(bool, bias) = false;  // layernorm only
-  TORCH_ARG(double, eps) = 1e-5;
+  TORCH_ARG(double, eps) = kNormEps;
 };
 
 class NormImpl : public torch::nn::Cloneable<NormImpl> {

@@ -12,15 +12,13 @@
 
 #include "recall/core/torch.h"
 #include "recall/models/activation_cache.h"
+#include "recall/models/block.h"
 #include "recall/models/model_config.h"
+#include "recall/models/norm.h"
 #include "recall/stores/attention.h"
 #include "recall/stores/beta_rule.h"
-#include "recall/stores/feed_forward.h"
 
 namespace recall {
-
-class BlockImpl;
-class NormImpl;
 
 // The keys and values of every attention layer for the tokens decoded so far (KV cache):
 // TransformerImpl::forward_incremental appends to it. Empty: nothing decoded yet.
@@ -34,9 +32,6 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(ModelConfig config);
   void reset() override;
-  // Cloneable's copy, whose list holds clones of the blocks: `blocks` is pointed at them.
-  std::shared_ptr<torch::nn::Module> clone(
-      const torch::optional<torch::Device>& device = torch::nullopt) const override;
   // idx: (B, T) int64 token ids, T may exceed seq_len unless pos = learned -> logits (B, T, vocab).
   // With a cache, also records every block's activations (activation_cache.h); without one, the
   // fast path.
@@ -61,14 +56,14 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   torch::Tensor hidden(const torch::Tensor& idx, ActivationCache* cache = nullptr);
   // The head: (..., D) -> (..., vocab).
   torch::Tensor logits(const torch::Tensor& h);
+  // Block i of `blocks`, typed; i < n_layers.
+  std::shared_ptr<BlockImpl> block(size_t i) const;
   ModelConfig config;
   torch::nn::Embedding tok_emb{nullptr};
   torch::nn::Embedding pos_emb{nullptr};  // pos = learned only
-  // Registered as "blocks", so parameter names equal the activation cache's (blocks.0.attn...);
-  // `blocks` is the same modules, typed.
-  torch::nn::ModuleList block_list{nullptr};
-  std::vector<std::shared_ptr<BlockImpl>> blocks;
-  std::shared_ptr<NormImpl> norm_f;
+  // The n_layers blocks, so parameter names equal the activation cache's (blocks.0.attn...).
+  torch::nn::ModuleList blocks{nullptr};
+  Norm norm_f{nullptr};
   torch::nn::Linear head{nullptr};  // untied head only
 };
 TORCH_MODULE(Transformer);

@@ -17,7 +17,7 @@
 namespace recall {
 
 // Whether causal_attention runs on these tensors: float32, non-empty, on the CPU with oneDNN's
-// sgemm, and the fast kernels on (core/kernels.h).
+// sgemm, and the fast kernels on (recall/ops/kernels.h).
 bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // q: (B, T, H, d), k and v: (B, N + T, H, d) -> (B, T, H, d), contiguous. Differentiable in q, k, v

@@ -22,6 +22,8 @@
 // so a key can hold its token's predecessor. That is how a model without positions forms the key ->
 // value link of associative recall from content alone (docs/science.md §7).
 #pragma once
+#include <array>
+
 #include "recall/core/torch.h"
 #include "recall/ops/causal_attention.h"
 #include "recall/stores/beta_rule.h"
@@ -57,64 +59,60 @@ struct AttentionKv {
   int64_t length() const { return k.defined() ? k.size(1) : 0; }
 };
 
+// One forward of the plain-torch path with its pieces, for the activation cache.
+struct AttentionTrace {
+  torch::Tensor q;        // (B, T, H, dh) after RoPE (and, with qk_norm, unit)
+  torch::Tensor k, v;     // (B, N + T, H, dh), the N memories first
+  torch::Tensor weights;  // (B, H, T, N + T); each row sums to 1
+  torch::Tensor out;      // (B, T, d_model): forward(x)
+};
+
 class AttentionImpl : public StoreModule<AttentionImpl, Store> {
  public:
   explicit AttentionImpl(AttentionOptions options);
   void reset() override;
-  // x: (B, T, d_model) -> (B, T, d_model): the fused causal kernel (causal_attention.h) where it
-  // runs, attend_reference elsewhere (other dtypes and devices, RECALL_KERNELS=reference)
+  // x: (B, T, d_model) -> (B, T, d_model): the fused causal kernel (recall/ops/causal_attention.h)
+  // where it runs, attend_reference elsewhere (other dtypes and devices, RECALL_KERNELS=reference)
   torch::Tensor forward(const torch::Tensor& x) override;
-  // x: (B, T, d_model) -> (B, H, T, N + T) attention weights (attend_reference); each row sums to
-  // 1, and the weight of context key s > t is 0.
+  // The same through attend_reference, with the pieces that made it.
+  AttentionTrace trace(const torch::Tensor& x);
+  // Incremental decoding: x (B, T, d_model) holds the positions kv.length() .. kv.length() + T - 1;
+  // their keys and values are appended to kv, and the output equals forward's at those positions
+  // of the whole sequence (attend_reference).
+  torch::Tensor forward_incremental(const torch::Tensor& x, AttentionKv& kv);
+
+  // As a store: x (B, T, d_model) -> (B, H, T, N + T) attention weights (attend_reference); each
+  // row sums to 1, and the weight of context key s > t is 0.
   torch::Tensor recall_weights(const torch::Tensor& x) override;
   // mem_k (unit rows with qk_norm): (H, N, d_head), N = 0 gives an empty tensor
   torch::Tensor keys() const override;
   torch::Tensor values() const override;  // mem_v: (H, N, d_head)
   int64_t size() const override { return options.mem_kv(); }
 
-  // Incremental decoding: x (B, T, d_model) holds the positions kv.length() .. kv.length() + T - 1;
-  // their keys and values are appended to kv, and the output equals forward's at those positions
-  // of the whole sequence (attend_reference).
-  torch::Tensor forward_incremental(const torch::Tensor& x, AttentionKv& kv);
-
-  // The pieces of forward (a model's activation cache reads them): q (B, T, H, dh) after RoPE,
-  // k and v (B, N + T, H, dh) with the N memories first.
-  std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
   // The attention maths in plain torch ops (causal_attention_reference, recall/ops/
-  // causal_attention.h) at this layer's logit scale: forward's fallback, the activation cache,
-  // incremental decoding and recall_weights. q (B, T, H, dh) holds the positions offset ..
-  // offset + T - 1; k and v (B, S, H, dh) the N memories, then the context keys 0 .. offset + T - 1
-  // (with_memories). For query t (position p = offset + t)
+  // causal_attention.h) at this layer's logit scale: forward's fallback, trace, incremental
+  // decoding and recall_weights. q (B, T, H, dh) holds the positions offset .. offset + T - 1; k
+  // and v (B, S, H, dh) the N memories, then the context keys 0 .. offset + T - 1 (as trace gives
+  // them). For query t (position p = offset + t)
   //   w_ts = softmax_s(q_t . k_s * logit_scale(p + 1))   over the memories and context s <= p,
   //   y_t = sum_s w_ts v_s.
   // Without v (undefined), the weights alone.
   Attended attend_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             int64_t offset = 0);
   // per head outputs y (B, T, H, dh) -> head_mask (when some head is masked), then the output
-  // projection: (B, T, d_model). Both paths of forward end here.
+  // projection: (B, T, d_model). Every path ends here.
   torch::Tensor output(const torch::Tensor& y);
-  // q, k, v of x after the convolution, RoPE and (qk_norm) the unit scaling of q and k, each
-  // (B, T, H, d_head); x holds positions
-  // offset .. offset + T - 1. With a convolution, `tail` (when given) holds the projections of the
-  // conv - 1 positions before x (undefined at the start of a sequence) and is advanced past x.
-  std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0,
-                                       torch::Tensor* tail = nullptr);
-  // The causal depthwise convolution of projections z (B, T, C) given the conv - 1 rows before
-  // them, `before` (B, conv - 1, C), zeros when undefined: (B, T, C).
-  torch::Tensor convolve(const torch::Tensor& z, const torch::Tensor& before) const;
-  // The N learned memories in front of context keys or values k (B, S, H, dh): (B, N + S, H, dh).
-  torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
   // The logit multiplier per query position, scale beta(t + 1) / beta_0 times 1 / sqrt(d_head)
   // (without qk_norm): (H, T) for ssmax or a learned scale, (1, T) otherwise.
   torch::Tensor logit_scale(int64_t T, const torch::TensorOptions& like);
-  // The part of the logit multiplier that no rule or parameter changes: scale / sqrt(d_head), or
-  // scale alone with qk_norm; without scale when it is learned (`beta`).
-  double fixed_scale() const;
-  // x (..., d_head) scaled to unit rows with qk_norm; x itself otherwise.
-  torch::Tensor unit(const torch::Tensor& x) const;
   // Changes the rule; switching to ssmax without a learned scale adds one at its initial value.
   void set_rule(BetaRule rule);
+  // Sets head_mask, the multipliers of each head's output (inspect's ablation).
+  void set_head_mask(const torch::Tensor& mask);
+  bool heads_masked() const { return heads_masked_; }
   int64_t d_head() const { return options.d_model() / options.n_heads(); }
+  // Module::load, which also reads files written before head_mask was state (all heads on).
+  void load(torch::serialize::InputArchive& archive) override;
 
   AttentionOptions options;
   torch::nn::Linear qkv{nullptr};  // d_model -> 3 d_model, output rows [q; k; v], heads inside
@@ -127,12 +125,27 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // ablates a head (recall inspect). Written through set_head_mask, so that forward skips the
   // multiply while every entry is 1.
   torch::Tensor head_mask;
-  void set_head_mask(const torch::Tensor& mask);
-  bool heads_masked() const { return heads_masked_; }
-  // Module::load, which also reads files written before head_mask was state (all heads on).
-  void load(torch::serialize::InputArchive& archive) override;
 
  private:
+  // q (B, T, H, dh) after RoPE, k and v (B, N + T, H, dh) with the N memories first.
+  std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
+  // q, k, v of x after the convolution, RoPE and (qk_norm) the unit scaling of q and k, each
+  // (B, T, H, d_head); x holds positions offset .. offset + T - 1. With a convolution, `tail`
+  // (when given) holds the projections of the conv - 1 positions before x (undefined at the start
+  // of a sequence) and is advanced past x.
+  std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0,
+                                       torch::Tensor* tail = nullptr);
+  // The causal depthwise convolution of projections z (B, T, C) given the conv - 1 rows before
+  // them, `before` (B, conv - 1, C), zeros when undefined: (B, T, C).
+  torch::Tensor convolve(const torch::Tensor& z, const torch::Tensor& before) const;
+  // The N learned memories in front of context keys or values k (B, S, H, dh): (B, N + S, H, dh).
+  torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
+  // The part of the logit multiplier that no rule or parameter changes: scale / sqrt(d_head), or
+  // scale alone with qk_norm; without scale when it is learned (`beta`).
+  double fixed_scale() const;
+  // x (..., d_head) scaled to unit rows with qk_norm; x itself otherwise.
+  torch::Tensor unit(const torch::Tensor& x) const;
+
   bool heads_masked_ = false;  // some entry of head_mask differs from 1
 };
 TORCH_MODULE(Attention);

@@ -10,10 +10,13 @@ struct RopeTables {
   torch::Tensor sin;  // (T, d)
 };
 
+// The base of the rotation frequencies, base^(-2i / d).
+inline constexpr double kRopeBase = 10000.0;
+
 // Tables for positions 0..T-1 and an even head dimension d, with the dtype and device of `like`
 // (the input's x.options()).
 RopeTables rope_tables(int64_t T, int64_t d, const torch::TensorOptions& like,
-                       double base = 10000.0);
+                       double base = kRopeBase);
 
 // x: (B, T, H, d) -> rotated x, same shape.
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables);

@@ -41,14 +41,14 @@ std::vector<std::string> default_store_names();
 
 struct FeedForwardOptions;  // feed_forward.h
 
-// The interface of every store module (written, learned and context). Each store is also a
-// torch::nn::Module holding all its state as registered parameters (learned memories) or buffers
-// (written memories), so to(), parameters(), buffers(), clone() and torch::save see it all;
-// module() gives that module. A store derives from StoreModule below, which supplies module() and
+// The interface of every store module (written, learned and context). A store is a torch module:
+// Module is a virtual base of Store and of the torch::nn::Cloneable its class derives from, so
+// each store is one module, holding all its state as registered parameters (learned memories) or
+// buffers (written memories), and to(), parameters(), buffers(), clone(), torch::save and
+// register_module see it all. A store derives from StoreModule below, which supplies
 // clone_store().
-class Store {
+class Store : public virtual torch::nn::Module {
  public:
-  virtual ~Store() = default;
   // The recall f(x) = W(x) V: queries (..., d_k) -> (..., d_v).
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
   // The weights over the memories: (..., d_k) -> (..., M), so that forward(x) =
@@ -69,17 +69,15 @@ class Store {
   // than d_model aside); nullopt for the stores that are no feed-forward kind (written
   // outer_product, least_squares, delta, weight-function; attention).
   virtual std::optional<FeedForwardOptions> feed_forward_options() const;
-  // The torch module behind this store, and a deep copy of it (StoreModule gives both).
-  virtual torch::nn::Module& module() = 0;
+  // A deep copy (StoreModule gives it).
   virtual std::shared_ptr<Store> clone_store() const = 0;
 };
 
 // The base of every store module XImpl: torch::nn::Cloneable<XImpl> and the store interface
-// (Store or WritableStore), with module() and clone_store() known statically, so no caller casts.
+// (Store or WritableStore), with clone_store() known statically, so no caller casts.
 template <class Impl, class Interface>
 class StoreModule : public torch::nn::Cloneable<Impl>, public Interface {
  public:
-  torch::nn::Module& module() override { return *this; }
   std::shared_ptr<Store> clone_store() const override {
     // Cloneable::clone copies an Impl and returns its Module, a virtual base: back to the Impl
     // known here (never null)
@@ -97,10 +95,7 @@ class WritableStore : public Store {
   virtual void write(const torch::Tensor& keys, const torch::Tensor& values) = 0;
 };
 
-// The torch module behind a store (every store is one), sharing the store's ownership, and a deep
-// copy of a store.
-std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<Store>& store);
-torch::nn::Module& as_module(Store& store);
+// A deep copy of a store.
 std::shared_ptr<Store> clone_store(const std::shared_ptr<Store>& store);
 
 // Builds the store of `spec` for d_k, d_v (>= 1). Throws std::invalid_argument on bad sizes.

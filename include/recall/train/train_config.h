@@ -47,7 +47,7 @@ struct TrainerConfig {
   int64_t log_every = 10;        // progress line and metrics record every N steps
   int64_t checkpoint_every = 0;  // 0: checkpoint only at the end or when stopped
   int64_t seed = 0;
-  double peak_flops = 0;  // per second, for MFU; 0: the machine's peak (core/machine.h)
+  double peak_flops = 0;  // per second, for MFU; 0: the machine's peak (recall/ops/peak_flops.h)
   // The matrix products' precision (recall/ops/precision.h): fp32, or bf16 operands with fp32
   // accumulation; weights, optimizer and checkpoints stay fp32 either way.
   Precision precision = Precision::kFp32;

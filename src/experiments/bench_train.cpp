@@ -1,4 +1,4 @@
-#include "recall/train/bench_train.h"
+#include "recall/experiments/bench_train.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

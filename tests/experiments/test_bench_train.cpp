@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "recall/core/machine.h"
+#include "recall/experiments/bench_train.h"
 #include "recall/ops/gemm.h"
-#include "recall/train/bench_train.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"
 

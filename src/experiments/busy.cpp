@@ -1,4 +1,4 @@
-#include "recall/core/busy.h"
+#include "recall/experiments/busy.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <stdexcept>
+
+#include "recall/experiments/bench_train.h"
+#include "recall/train/train_config.h"
 
 namespace recall {
 
@@ -34,6 +37,29 @@ BusyNeighbours::~BusyNeighbours() {
   for (pid_t pid : pids_) ::kill(pid, SIGKILL);
   for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
   pids_.clear();
+}
+
+BusyRounds run_busy_rounds(const ProbePlan& plan, double first_idle_seconds, int busy,
+                           int64_t train_steps, int rounds) {
+  const int64_t steps = train_steps > 0 ? train_steps + 2 : 0;
+  const TrainConfig train = train_config_from_file("bench-gpt");
+  BusyRounds r;
+  for (int round = 0; round < rounds; ++round) {
+    r.idle_seconds.push_back(round == 0 ? first_idle_seconds : run_probe(plan).seconds);
+    {
+      BusyNeighbours neighbours(busy);
+      r.busy_seconds.push_back(run_probe(plan).seconds);
+    }
+    r.slowdowns.push_back(r.busy_seconds.back() / r.idle_seconds.back());
+    if (steps == 0) continue;
+    r.idle_tokens_per_s.push_back(bench_train(train, steps, plan.config.device).tokens_per_s);
+    {
+      BusyNeighbours neighbours(busy);
+      r.busy_tokens_per_s.push_back(bench_train(train, steps, plan.config.device).tokens_per_s);
+    }
+    r.train_slowdowns.push_back(r.idle_tokens_per_s.back() / r.busy_tokens_per_s.back());
+  }
+  return r;
 }
 
 }  // namespace recall
