@@ -10,12 +10,7 @@
 namespace recall {
 
 void InspectConfig::validate() const {
-  check_arg(!lengths.empty(), "--lengths is empty: give multiples of the training length");
-  for (int64_t m : lengths)
-    check_arg(m >= 1 && m <= kMaxLengthMultiple,
-              fmt::format("--lengths {}: each must be in [1, {}]; the memory estimate bounds "
-                          "them further",
-                          m, kMaxLengthMultiple));
+  check_length_multiples(lengths);
   check_arg(!rules.empty(), "--rules is empty: give some of none, su, qwen, yarn, ssmax");
   check_arg(batches >= 1 && batches <= 1000,
             fmt::format("--batches {}: must be in [1, 1000]", batches));

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "recall/core/enum_names.h"
+#include "recall/core/error.h"
 #include "recall/core/machine.h"
 #include "recall/train/trainer.h"
 
@@ -55,6 +56,15 @@ std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, i
     set.insert(set.end(), part.begin(), part.end());
   }
   return set;
+}
+
+void check_length_multiples(const std::vector<int64_t>& multiples) {
+  check_arg(!multiples.empty(), "--lengths is empty: give multiples of the training length");
+  for (int64_t m : multiples)
+    check_arg(m >= 1 && m <= kMaxLengthMultiple,
+              fmt::format("--lengths {}: each must be in [1, {}]; the memory estimate bounds "
+                          "them further",
+                          m, kMaxLengthMultiple));
 }
 
 void check_length_ram(const TrainConfig& config, const std::vector<int64_t>& multiples,

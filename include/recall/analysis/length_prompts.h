@@ -33,6 +33,8 @@ std::vector<Batch> length_prompts(const Task& task, const TrainConfig& config, i
 // The widest multiple of the training length that --lengths accepts before its RAM estimate
 // is asked (it keeps the token count of a typo from overflowing).
 inline constexpr int64_t kMaxLengthMultiple = int64_t{1} << 16;
+// Refuses an empty --lengths or a multiple outside [1, kMaxLengthMultiple] (UsageError).
+void check_length_multiples(const std::vector<int64_t>& multiples);
 // Refuses, before any work, the first multiple whose evaluation in length_prompts' batches would
 // not fit (estimate_eval_ram; all_weights when every head's weights are read): UsageError
 // naming --lengths, the estimate and the limit (max_ram when > 0, else what is available).
