@@ -74,8 +74,8 @@ const FeedForwardKind& feed_forward_kind(FfnKind kind);
 std::shared_ptr<Store> make_feed_forward(const FeedForwardOptions& options);
 // The parameter count of make_feed_forward(options) without building it (0 for kind none), N
 // hidden units, S slots per head, D = d_model:
-//   linear, mlp: 2 N D (+ N + D biases);  glu: 3 N D (+ 2 N + D);  learned_kv: 2 S D + 2 D^2 (+ 2
-//   D)
+//   linear, mlp: 2 N D (+ N + D biases);  glu: 3 N D (+ 2 N + D);
+//   learned_kv: 2 S D + 2 D^2 (+ 2 D)
 int64_t feed_forward_num_parameters(const FeedForwardOptions& options);
 
 // A block's feed-forward store as a module holder, as torch::nn::Linear holds a LinearImpl: the
