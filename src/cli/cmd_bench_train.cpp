@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "recall/experiments/bench_train.h"
 #include "recall/train/distributed.h"
+#include "recall/train/launch_local.h"
 #include "recall/train/train_config.h"
 
 namespace recall::cli {

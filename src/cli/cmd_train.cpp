@@ -1,5 +1,5 @@
 // recall train: a run from a TOML config into a folder; stopped by SIGINT/SIGTERM after a
-// checkpoint. --nproc N: N processes on this host (recall/train/distributed.h).
+// checkpoint. --nproc N: N processes on this host (recall/train/launch_local.h).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "output.h"
 #include "recall/train/distributed.h"
+#include "recall/train/launch_local.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {

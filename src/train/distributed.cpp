@@ -1,47 +1,21 @@
-// c10d process group, the bucketed gradient all-reduce, and the local launcher (see
-// recall/train/distributed.h).
+// The c10d process group and the bucketed gradient all-reduce (see recall/train/distributed.h).
 #include "recall/train/distributed.h"
 
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <optional>
 #include <thread>
 #include <vector>
 
+#include "c10d.h"
 #include "recall/core/error.h"
-#include "recall/core/signals.h"
-#include "recall/core/spawn.h"
 #include "recall/core/threads.h"
 #include "recall/train/data_parallel.h"
-
-// LibTorch's CMake target defines USE_C10D_GLOO (and USE_C10D_NCCL in a CUDA build) when its c10d
-// has the backend; the headers of Gloo (Debian: libgloo-dev) and NCCL must be at hand as well.
-#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>)
-#define RECALL_HAVE_GLOO 1
-#endif
-#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>)
-#define RECALL_HAVE_NCCL 1
-#endif
-#if defined(RECALL_HAVE_GLOO) || defined(RECALL_HAVE_NCCL)
-#define RECALL_HAVE_C10D 1
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#endif
-#ifdef RECALL_HAVE_GLOO
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
-#ifdef RECALL_HAVE_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 namespace recall {
 namespace {
@@ -51,13 +25,10 @@ namespace {
 // buckets start while backward is still running.
 constexpr int64_t kBucketBytes = 1 << 20;
 
-// Set by launch_local in each rank's environment: the launcher's process id.
-constexpr const char* kLauncherPid = "RECALL_LAUNCHER_PID";
-
 // A rank that launch_local started ends with its launcher, even one killed outright (SIGKILL), as
 // a SIGTERM: a stop request.
 void follow_launcher() {
-  const char* launcher = std::getenv(kLauncherPid);
+  const char* launcher = std::getenv(kLauncherPidEnv);
   if (!launcher || !*launcher) return;
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (std::to_string(::getppid()) != launcher) std::_Exit(128 + SIGTERM);  // it ended before that
@@ -91,11 +62,8 @@ std::string name_ranks(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + out;
 }
 
-// The store's keys: rank r is present (set when it joins), rank r saw a collective fail (set
-// after the failure, so that the ranks without one are the ones that died or hung).
-std::string joined_key(int r) {
-  return "recall/joined/" + std::to_string(r);
-}
+// The store's key that rank r saw a collective fail (set after the failure, so that the ranks
+// without one are the ones that died or hung).
 std::string fault_key(int r) {
   return "recall/fault/" + std::to_string(r);
 }
@@ -106,6 +74,10 @@ std::string fault_key(int r) {
 constexpr std::chrono::milliseconds kFaultGrace{2000};
 
 }  // namespace
+
+std::string joined_key(int rank) {
+  return "recall/joined/" + std::to_string(rank);
+}
 
 DistEnv dist_env_from_environment() {
   DistEnv e;
@@ -462,167 +434,6 @@ double DataParallelGroup::backward(Transformer& model, const Batch& global, int 
 #else
   return loss;
 #endif
-}
-
-// ---- the launcher's store ----
-
-struct RunStore::Impl {
-#ifdef RECALL_HAVE_C10D
-  c10::intrusive_ptr<c10d::TCPStore> store;
-#endif
-};
-
-RunStore::RunStore(int world_size, std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>()) {
-#ifdef RECALL_HAVE_C10D
-  c10d::TCPStoreOptions so;
-  so.port = 0;  // the kernel picks a free one as it binds: nothing can take it in between
-  so.isServer = true;
-  so.numWorkers = static_cast<std::size_t>(world_size);
-  so.waitWorkers = false;  // the ranks meet on their own (DataParallelGroup), naming the missing
-  so.timeout = timeout;
-#if TORCH_VERSION_MAJOR >= 2
-  so.useLibUV = false;
-#endif
-  impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-#else
-  (void)timeout;
-  throw UsageError(fmt::format(
-      "{} processes: this build of recall has no c10d backend (Gloo's headers, Debian's "
-      "libgloo-dev, were missing when it was configured); install it and rebuild, or run one "
-      "process",
-      world_size));
-#endif
-}
-
-RunStore::~RunStore() = default;
-
-int RunStore::port() const {
-#ifdef RECALL_HAVE_C10D
-  return impl_->store->getPort();
-#else
-  return 0;
-#endif
-}
-
-std::vector<std::string> RunStore::env() const {
-  return {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port()),
-          "TORCHELASTIC_USE_AGENT_STORE=True"};
-}
-
-bool RunStore::joined(int rank) const {
-#ifdef RECALL_HAVE_C10D
-  return impl_->store->check({joined_key(rank)});
-#else
-  (void)rank;
-  return false;
-#endif
-}
-
-// ---- the local launcher ----
-
-namespace {
-
-// This process's command line, as it was started.
-std::vector<std::string> own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), {});
-  std::vector<std::string> args;
-  std::string cur;
-  for (char c : all) {
-    if (c == '\0') {
-      args.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return args;
-}
-
-}  // namespace
-
-int launch_local(int nproc, std::chrono::milliseconds timeout) {
-  check_arg(nproc >= 1 && nproc <= 1024, fmt::format("--nproc {}: must be in [1, 1024]", nproc));
-  if (const char* w = std::getenv("WORLD_SIZE"); w && *w)
-    throw UsageError(
-        fmt::format("--nproc {}: WORLD_SIZE={} is set already (a launcher started this process); "
-                    "drop --nproc or unset WORLD_SIZE",
-                    nproc, w));
-  std::vector<std::string> args;
-  const auto own = own_command_line();
-  for (size_t i = 0; i < own.size(); ++i) {
-    if (own[i] == "--nproc") {
-      ++i;
-      continue;
-    }
-    if (own[i].rfind("--nproc=", 0) == 0) continue;
-    args.push_back(own[i]);
-  }
-  args.at(0) = "/proc/self/exe";  // this very binary, even when its file was replaced since
-  // Served here, as torchrun's agent serves it, so that it outlives any rank (the survivors of a
-  // dead rank 0 can still name it) and its port is chosen by the kernel as it binds.
-  std::optional<RunStore> store;
-  if (nproc > 1) store.emplace(nproc, timeout);
-  SignalRelay signals;  // the ranks lead their own process groups: signals reach them from here
-  const pid_t launcher = ::getpid();
-
-  std::vector<pid_t> pids;
-  for (int r = 0; r < nproc; ++r) {
-    SpawnOptions o;
-    o.own_group = true;
-    o.env = {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-             "WORLD_SIZE=" + std::to_string(nproc), "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
-             std::string(kLauncherPid) + "=" + std::to_string(launcher)};
-    if (store)
-      for (const auto& e : store->env()) o.env.push_back(e);
-    try {
-      pids.push_back(spawn(args, o).pid);
-    } catch (const std::runtime_error& e) {
-      for (pid_t pid : pids) {
-        ::kill(pid, SIGKILL);
-        wait_child(pid);
-      }
-      throw std::runtime_error(fmt::format("--nproc: {}", e.what()));
-    }
-  }
-
-  std::vector<bool> done(pids.size(), false);
-  size_t running = pids.size();
-  int first_failure = 0;
-  int passed_on = 0;  // the first SIGINT or SIGTERM passed on to the ranks
-  std::chrono::steady_clock::time_point deadline{};
-  while (running > 0) {
-    bool reaped = false;
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (done[r]) continue;
-      int status = 0;
-      if (::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      done[r] = true;
-      --running;
-      reaped = true;
-      const int code = exit_code(status);
-      if (code != 0 && first_failure == 0) {
-        first_failure = code;
-        deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(10);
-        if (passed_on == 0 || code != 128 + passed_on)  // not a rank stopped as it was asked
-          std::fprintf(stderr,
-                       "error: --nproc: rank %zu exited with code %d; waiting up to %.0f s "
-                       "for the other ranks\n",
-                       r, code, timeout.count() / 1000.0 + 10);
-      }
-    }
-    std::vector<pid_t> live;
-    for (size_t r = 0; r < pids.size(); ++r)
-      if (!done[r]) live.push_back(pids[r]);
-    passed_on = signals.relay(live);
-    if (first_failure != 0 && running > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (size_t r = 0; r < pids.size(); ++r)
-        if (!done[r]) ::kill(pids[r], SIGKILL);
-    }
-    if (!reaped && running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return first_failure;
 }
 
 }  // namespace recall

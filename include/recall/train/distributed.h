@@ -40,6 +40,14 @@ namespace recall {
 // collective) before it gives up with an error.
 constexpr double kDefaultDistTimeoutSeconds = 300;
 
+// Set by launch_local (recall/train/launch_local.h) in each rank's environment: the launcher's
+// process id. A rank that has it ends with its launcher, as a SIGTERM (a stop request), even one
+// killed outright.
+inline constexpr const char* kLauncherPidEnv = "RECALL_LAUNCHER_PID";
+
+// The store key that rank `rank` sets when it comes to the meeting.
+std::string joined_key(int rank);
+
 // torchrun's environment variables.
 struct DistEnv {
   int rank = 0, world_size = 1;
@@ -95,33 +103,5 @@ class DataParallelGroup {
   std::unique_ptr<Impl> impl_;
   int agreed_stop_ = 0;
 };
-
-// The TCP store where the ranks of one run meet, served by their launcher (as torchrun's agent
-// serves it) on a port of 127.0.0.1 that the kernel picks as it binds, so that runs started side
-// by side cannot race for a port. Ranks started with env() connect to it rather than serve one.
-class RunStore {
- public:
-  // Throws UsageError in a build without c10d.
-  RunStore(int world_size, std::chrono::milliseconds timeout);
-  ~RunStore();
-  RunStore(const RunStore&) = delete;
-  RunStore& operator=(const RunStore&) = delete;
-  int port() const;
-  // MASTER_ADDR=127.0.0.1, MASTER_PORT=port() and TORCHELASTIC_USE_AGENT_STORE=True.
-  std::vector<std::string> env() const;
-  // Whether rank `rank` has come to the meeting.
-  bool joined(int rank) const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// `recall ... --nproc N`: runs this very command line again as N processes on this host (without
-// --nproc, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set, and the environment of a
-// RunStore it serves), forwards SIGINT and SIGTERM to them and waits. When one fails, the others
-// get `timeout` to exit on their own (they notice the broken collective) and are then killed.
-// Returns 0 when all succeed, else the first failing rank's exit code (128 + signal when killed).
-int launch_local(int nproc, std::chrono::milliseconds timeout);
 
 }  // namespace recall
