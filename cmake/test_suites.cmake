@@ -10,15 +10,18 @@
 # RECALL_SKIPPED_EXIT_CODE when all its tests skipped (tests/main.cpp), which ctest shows as
 # Skipped, so neither a skip nor the tests that passed beside it are hidden.
 #
-# A test whose body asks for a Python (python_with..., tests/python_test_util.h) is also labelled
-# `python`, so that `ctest -L python` reruns those tests under another Python (RECALL_PYTHON).
+# A test whose body asks for a Python with torch alone (python_with_torch, tests/python_test_util.h)
+# is also labelled `python`, so that `ctest -L python` reruns those tests under another Python
+# (RECALL_PYTHON); one that asks for transformers is labelled `transformers`: it runs under the one
+# Python that has it, so a rerun would repeat the same run.
 set(RECALL_SKIPPED_EXIT_CODE 77)  # tests/main.cpp's kSkippedExitCode
 
 function(recall_add_test_suites target)
   cmake_parse_arguments(ARG "" "LABEL" "SLOW;SOURCES" ${ARGN})
   set(suites "")
   set(skippable "")  # Suite.Name of the tests that may skip
-  set(python "")  # Suite.Name of the tests that run a Python
+  set(python "")  # Suite.Name of the tests that run a Python with torch alone
+  set(transformers "")  # Suite.Name of the tests that run a Python with transformers
   foreach(src ${ARG_SOURCES})
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
     file(STRINGS ${src} lines REGEX "^TEST(_F)?\\([A-Za-z0-9_]+,|GTEST_SKIP|_OR_SKIP\\(|python_with")
@@ -30,7 +33,9 @@ function(recall_add_test_suites target)
         set(current ${suite}.${CMAKE_MATCH_3})
         list(APPEND tests_of_${suite} ${current})
       elseif(NOT current STREQUAL "")  # in a test's body (not in a #define or helper above them)
-        if(line MATCHES "python_with")
+        if(line MATCHES "python_with\\(\"[^\"]*transformers")
+          list(APPEND transformers ${current})
+        elseif(line MATCHES "python_with")
           list(APPEND python ${current})
         endif()
         if(line MATCHES "GTEST_SKIP|_OR_SKIP\\(")
@@ -74,13 +79,12 @@ function(recall_add_test_suites target)
     foreach(test ${alone})
       if(test IN_LIST python)
         set_property(TEST ${test} APPEND PROPERTY LABELS python)
+      elseif(test IN_LIST transformers)
+        set_property(TEST ${test} APPEND PROPERTY LABELS transformers)
       endif()
     endforeach()
-    # The peak-rate cache (recall/ops/peak_flops.h) stays in the build folder, not the user's home.
-    set(env RECALL_CACHE_DIR=${CMAKE_BINARY_DIR}/cache)
     if(RECALL_REQUIRE_FAST_GEMM)
-      list(APPEND env RECALL_REQUIRE_FAST_GEMM=1)
+      set_property(TEST ${names} APPEND PROPERTY ENVIRONMENT RECALL_REQUIRE_FAST_GEMM=1)
     endif()
-    set_property(TEST ${names} APPEND PROPERTY ENVIRONMENT ${env})
   endforeach()
 endfunction()

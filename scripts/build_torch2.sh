@@ -40,15 +40,13 @@ if [ -e "$prefix/../../lib/libtorch_cuda.so" ]; then
   [ -n "$link_dirs" ] && cuda_args+=(-DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$link_dirs"
     -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$link_dirs")
 fi
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # The wheel's folder goes first in the prefix path: torch's config finds its libraries with
 # find_library, which would otherwise take a system LibTorch (Debian's) over the wheel's.
 torch_root=$(dirname "$(dirname "$prefix")")
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_root${RECALL_PREFIX_PATH:+;$RECALL_PREFIX_PATH}" \
-  "${launcher[@]}" "${cuda_args[@]}" "$@"
+  "${cuda_args[@]}" "$@"
 start=$(date +%s)
 cmake --build "$build" -j"$jobs"
 echo "build_torch2: built in $(($(date +%s) - start)) s" >&2

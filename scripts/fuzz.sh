@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One clang build (build-fuzz/, RECALL_FUZZ=ON) instrumented for libFuzzer and sanitized with
 # AddressSanitizer and UndefinedBehaviorSanitizer; then each fuzzer runs for FUZZ_SECONDS (default
-# 45) from the seeds in fuzz/corpus/<target> (and models/, train/ for the config), and the fast tests run sanitized.
+# 45, as many side by side as there are cores) from the seeds in fuzz/corpus/<target> (and models/,
+# train/ for the config), and the fast tests run sanitized.
 # Then a second clang build (build-tsan/, RECALL_TSAN=ON) runs the tests of the threaded code under
 # ThreadSanitizer.
 # Usage: scripts/fuzz.sh [--no-tests] [--no-fuzz] [--no-races]
@@ -17,12 +18,10 @@ for a in "$@"; do
   esac
 done
 scripts/setup_fuzz.sh
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 t0=$(date +%s)
 # -O1: the usual level for sanitized code; it compiles much faster than -O3.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_FUZZ=ON "${launcher[@]}" >/dev/null
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_FUZZ=ON >/dev/null
 # The libraries, the test programs (and so the binary they run) and the fuzzers; no benchmarks.
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input \
   recall_tests
@@ -31,22 +30,39 @@ echo "fuzz.sh: sanitized build took $(($(date +%s) - t0)) s"
 # Torch's allocations that live until exit are not leaks worth failing on.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# One fuzzer: its corpus grows in build-fuzz/corpus/<target>, its log in build-fuzz/<target>.log.
+fuzz_one() {
+  local target=$1 secs=$2 corpus=build-fuzz/corpus/$1 t1
+  local seeds=(fuzz/corpus/$target)
+  [ "$target" = fuzz_config ] && seeds+=(models train)  # the shapes and recipes
+  mkdir -p "$corpus"
+  t1=$(date +%s)
+  # libFuzzer prints its executions in its last lines ("Done N runs in S second(s)").
+  if ! build-fuzz/$target -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+    -print_final_stats=1 "$corpus" "${seeds[@]}" 2>build-fuzz/$target.log; then
+    tail -n 60 build-fuzz/$target.log
+    echo "fuzz.sh: $target FAILED" >&2
+    return 1
+  fi
+  echo "fuzz.sh: $target: $(grep -E '^Done [0-9]+ runs' build-fuzz/$target.log) ($(($(date +%s) - t1)) s," \
+    "$(grep -E 'stat::number_of_executed_units' build-fuzz/$target.log | awk '{print $2}') inputs," \
+    "corpus $(ls "$corpus" | wc -l) files)"
+}
 if ((run_fuzz)); then
   secs=${FUZZ_SECONDS:-45}
+  t1=$(date +%s)
+  # Each fuzzer is one thread: as many side by side as there are cores.
+  running=()
   for target in fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input; do
-    corpus=build-fuzz/corpus/$target
-    mkdir -p "$corpus"
-    seeds=(fuzz/corpus/$target)
-    [ $target = fuzz_config ] && seeds+=(models train)  # the shapes and recipes
-    t1=$(date +%s)
-    # libFuzzer prints its executions in its last lines ("Done N runs in S second(s)").
-    build-fuzz/$target -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
-      -print_final_stats=1 "$corpus" "${seeds[@]}" 2>build-fuzz/$target.log ||
-      { tail -n 60 build-fuzz/$target.log; echo "fuzz.sh: $target FAILED" >&2; exit 1; }
-    echo "fuzz.sh: $target: $(grep -E '^Done [0-9]+ runs' build-fuzz/$target.log) ($(($(date +%s) - t1)) s," \
-      "$(grep -E 'stat::number_of_executed_units' build-fuzz/$target.log | awk '{print $2}') inputs," \
-      "corpus $(ls "$corpus" | wc -l) files)"
+    fuzz_one "$target" "$secs" &
+    running+=($!)
+    if ((${#running[@]} >= $(nproc))); then
+      wait "${running[0]}" || exit 1
+      running=("${running[@]:1}")
+    fi
   done
+  for pid in "${running[@]}"; do wait "$pid" || exit 1; done
+  echo "fuzz.sh: the fuzzers took $(($(date +%s) - t1)) s"
 fi
 if ((run_tests)); then
   t2=$(date +%s)
@@ -62,7 +78,7 @@ fi
 if ((run_races)); then
   t3=$(date +%s)
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_TSAN=ON "${launcher[@]}" >/dev/null
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_TSAN=ON >/dev/null
   cmake --build build-tsan -j"$(nproc)" --target recall_core_tests recall_analysis_tests recall_train_tests
   echo "fuzz.sh: ThreadSanitizer build took $(($(date +%s) - t3)) s"
   t4=$(date +%s)
@@ -76,7 +92,6 @@ if ((run_races)); then
   # default. A race planted in the claim pool's items is reported with this setting.
   # scripts/tsan.supp names the one race of LibTorch's own (inlined) code that the tests meet.
   export TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/tsan.supp
-  export RECALL_CACHE_DIR=$PWD/build-tsan/cache
   build-tsan/recall_core_tests --gtest_filter='Threads.*'
   build-tsan/recall_analysis_tests \
     --gtest_filter='Probe.SameJson*:ProbeKernels.FusedProbeMatchesTorchOps'

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake g++ ninja-build libtorch-dev libopenblas0-openmp libgtest-dev libfmt-dev libcli11-dev
       libtomlplusplus-dev nlohmann-json3-dev libbenchmark-dev gnuplot-nox python3-torch python3-venv libgloo-dev
-      iproute2 fortunes "$@")  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
+      iproute2 fortunes ccache "$@")  # fortunes: the text task's default corpus (/usr/share/games/fortunes)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,10 +8,14 @@
 //   for the tests whose dependency or privilege it has, so that those cannot skip unnoticed.
 // - Under RECALL_KERNELS=reference (the *_reference_kernels reruns) the program fails when any
 //   fused kernel ran (recall/ops/kernels.h counts their calls).
+// - Caches (the measured peak, recall/ops/peak_flops.h) live beside the test program, in
+//   <build>/cache, never in the user's ~/.cache: RECALL_CACHE_DIR is set before any test runs, and
+//   the recall binaries the tests start inherit it.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "recall/core/threads.h"
@@ -75,6 +79,10 @@ class SkipReport : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   recall::ensure_fast_blas(argv);
+  if (!std::getenv("RECALL_CACHE_DIR")) {
+    const auto build = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+    setenv("RECALL_CACHE_DIR", (build / "cache").c_str(), 1);
+  }
   recall::set_threads(0);
   ::testing::InitGoogleTest(&argc, argv);
   auto* report = new SkipReport;  // owned by gtest's listener list

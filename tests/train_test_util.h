@@ -18,6 +18,7 @@
 #include "recall/core/spawn.h"
 #include "recall/train/train_config.h"
 #include "recall/train/trainer.h"
+#include "test_paths.h"
 
 namespace recall::test {
 
@@ -98,7 +99,7 @@ inline Proc spawn_cli(const std::vector<std::string>& args, const std::filesyste
                       const std::vector<std::string>& prefix = {}) {
   Proc p{-1, (dir / (tag + "stdout.txt")).string(), (dir / (tag + "stderr.txt")).string()};
   std::vector<std::string> argv = prefix;
-  argv.push_back(RECALL_BINARY);
+  argv.push_back(recall::test::recall_binary());
   argv.insert(argv.end(), args.begin(), args.end());
   SpawnOptions options;
   options.stdout_file = p.out_file;

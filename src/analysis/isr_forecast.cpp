@@ -12,6 +12,45 @@
 #include "recall/models/block.h"
 
 namespace recall {
+namespace {
+
+// Head h's multiplier at position t, from logit_scale's (H or 1, T).
+double head_scale(const torch::Tensor& s, int64_t h, int64_t t) {
+  return s[s.size(0) == 1 ? 0 : h][t].item<double>();
+}
+
+}  // namespace
+
+IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
+                                  const std::vector<torch::Tensor>& at_train,
+                                  const std::vector<torch::Tensor>& at_rule, BetaRule rule,
+                                  const std::vector<int64_t>& multiples,
+                                  const std::vector<int64_t>& pairs) {
+  check_arg(pairs.size() == multiples.size(), "forecast_from_queries: a pair count per multiple");
+  IsrForecast f;
+  f.rule = rule;
+  f.multiples = multiples;
+  f.pairs = pairs;
+  for (int64_t m : multiples) {
+    // per head, the median over its queries; then the mean over the heads
+    std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
+    for (const ForecastQuery& q : queries) {
+      const int64_t t_m = m * (q.t + 1) - 1;
+      const double rho = head_scale(at_rule[static_cast<size_t>(q.layer)], q.head, t_m) /
+                         head_scale(at_train[static_cast<size_t>(q.layer)], q.head, q.t);
+      double sum = 0;
+      for (double d : q.d) sum += std::exp(2 * rho * d);
+      const double grow = q.t > 0 ? static_cast<double>(t_m) / static_cast<double>(q.t) : 0.0;
+      by_head[{q.layer, q.head}].push_back(std::sqrt(grow * sum));
+    }
+    double total = 0;
+    for (auto& [key, isr] : by_head) total += summarize(isr).median;
+    f.heads = static_cast<int64_t>(by_head.size());
+    f.isr.push_back(by_head.empty() ? 0.0 : total / static_cast<double>(by_head.size()));
+  }
+  if (f.heads > 0) f.overflow_pairs = crossing(f.pairs, f.isr);
+  return f;
+}
 
 std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& config,
                                       const std::vector<int64_t>& multiples,
@@ -38,15 +77,8 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
     return out;
   };
   const auto at_train = scales(trained);
-  const auto head_scale = [](const torch::Tensor& s, int64_t h, int64_t t) {
-    return s[s.size(0) == 1 ? 0 : h][t].item<double>();
-  };
   // per recalling head, per query: its logit gaps d_j (the read key left out) and position t
-  struct Query {
-    int64_t layer, head, t;
-    std::vector<double> d;
-  };
-  std::vector<Query> queries;
+  std::vector<ForecastQuery> queries;
   std::vector<double> gaps, betas;
   for (const Batch& b : set) {
     const auto asked = mqar_queries(b, pairs);
@@ -80,37 +112,18 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
       }
     }
   }
+  std::vector<int64_t> pairs_at;
+  for (int64_t m : multiples) pairs_at.push_back(mqar_pairs_at(config, m, PairsAtLength::kGrow));
+  double beta_sum = 0;
+  for (double b : betas) beta_sum += b;
+  const IsrSummary g = summarize(gaps);
   std::vector<IsrForecast> out;
   for (BetaRule rule : rules) {
-    IsrForecast f;
-    f.rule = rule;
-    f.multiples = multiples;
-    const auto at_rule = scales(rule);
-    for (int64_t m : multiples) {
-      f.pairs.push_back(mqar_pairs_at(config, m, PairsAtLength::kGrow));
-      // per head, the median over its queries; then the mean over the heads
-      std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
-      for (const Query& q : queries) {
-        const int64_t t_m = m * (q.t + 1) - 1;
-        const double rho = head_scale(at_rule[static_cast<size_t>(q.layer)], q.head, t_m) /
-                           head_scale(at_train[static_cast<size_t>(q.layer)], q.head, q.t);
-        double sum = 0;
-        for (double d : q.d) sum += std::exp(2 * rho * d);
-        const double grow = q.t > 0 ? static_cast<double>(t_m) / static_cast<double>(q.t) : 0.0;
-        by_head[{q.layer, q.head}].push_back(std::sqrt(grow * sum));
-      }
-      double total = 0;
-      for (auto& [key, isr] : by_head) total += summarize(isr).median;
-      f.heads = static_cast<int64_t>(by_head.size());
-      f.isr.push_back(by_head.empty() ? 0.0 : total / static_cast<double>(by_head.size()));
-    }
-    double beta_sum = 0;
-    for (double b : betas) beta_sum += b;
+    IsrForecast f =
+        forecast_from_queries(queries, at_train, scales(rule), rule, multiples, pairs_at);
     f.beta = betas.empty() ? 0.0 : beta_sum / static_cast<double>(betas.size());
-    const IsrSummary g = summarize(gaps);
     f.gap_median = g.median;
     f.gap_p10 = g.p10;
-    if (f.heads > 0) f.overflow_pairs = crossing(f.pairs, f.isr);
     out.push_back(std::move(f));
   }
   return out;

@@ -102,9 +102,12 @@ TEST(Extrapolate, CliAgreesWithEvalAndRejectsBadFlags) {
       // case holds on a machine of any size
       {{"extrapolate", "--checkpoints", ckpt, "--lengths", "1,65536", "--max-memory", "64M"},
        "--lengths 65536 (1048576 tokens) needs an estimated"},
+      // the flag, not the free RAM, refuses it (both print the estimate)
+      {{"extrapolate", "--checkpoints", ckpt, "--lengths", "1,65536", "--max-memory", "64M"},
+       "more than --max-memory 64.0 MiB;"},
       {{"extrapolate", "--config", dir / "tiny.toml", "--out", dir / "r", "--lengths", "65536",
         "--max-memory", "64M"},
-       "--lengths 65536"},
+       "more than --max-memory 64.0 MiB;"},
       {{"extrapolate", "--checkpoints", ckpt, "--rules", "slow"}, "--rules"},
       {{"extrapolate", "--checkpoints", ckpt, "--pairs", "more"}, "--pairs 'more'"},
       {{"extrapolate", "--checkpoints", dir / "none"}, "none"},

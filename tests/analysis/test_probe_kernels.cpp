@@ -15,6 +15,7 @@
 #include "recall/analysis/probe_weights.h"
 #include "recall/ops/kernels.h"
 #include "recall/stores/store.h"
+#include "test_paths.h"
 
 using namespace recall;
 
@@ -95,7 +96,7 @@ TEST(ProbePeer, PeerAgreesWithRecallsJson) {
   std::filesystem::create_directories(dir);
   const auto plan = (dir / "probe.json").string();
   std::ofstream(plan) << probe_json(run_probe(c));
-  const std::string cmd = python + " '" + RECALL_SOURCE_DIR +
+  const std::string cmd = python + " '" + recall::test::source_dir() +
                           "/scripts/peer_probe.py' --threads 1 --compare --plan '" + plan + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "test_paths.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -31,7 +33,7 @@ std::string slurp(const fs::path& p) {
 CliRun run(const std::string& args, const fs::path& dir) {
   const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
   const std::string cmd =
-      std::string(RECALL_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+      recall::test::recall_binary() + " " + args + " >" + out.string() + " 2>" + err.string();
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
@@ -87,8 +89,9 @@ TEST(CliLimits, WorkOverTheRamLimitIsRefusedUpFront) {
       {"train --config mqar-tiny --max-memory 1M --out " + (dir / "small").string(),
        "more than --max-memory 1.0 MiB"},
       {"probe --max-memory 64K --json " + (dir / "p.json").string(), "more than --max-memory"},
-      {"fit --m-max 100000 --max-memory 1G --json " + (dir / "f.json").string(),
-       "of recall scores at M = 100000"},
+      // 1.5 GiB of scores, within any machine's free RAM: only the flag refuses it
+      {"fit --m-max 20000 --max-memory 64M --json " + (dir / "f.json").string(),
+       "of recall scores at M = 20000, 16.0 KiB for the store), more than --max-memory 64.0 MiB"},
       {"probe --max-memory 12X", "--max-memory 12X: give a size"},
       {"fit --max-memory -1G", "--max-memory -1G"},
   };

@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "test_paths.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -26,8 +28,8 @@ CliRun run(const std::string& args, const std::string& env = "") {
   const std::string pid = std::to_string(getpid());
   const std::string out = (dir / ("recall_cli_out_" + pid + ".txt")).string(),
                     err = (dir / ("recall_cli_err_" + pid + ".txt")).string();
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + RECALL_BINARY + " " + args +
-                          " >" + out + " 2>" + err;
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + recall::test::recall_binary() +
+                          " " + args + " >" + out + " 2>" + err;
   CliRun r;
   const int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

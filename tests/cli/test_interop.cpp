@@ -17,6 +17,9 @@
 #include <thread>
 
 #include "python_test_util.h"
+#include "recall/ops/gemm.h"
+#include "recall/ops/precision.h"
+#include "test_paths.h"
 #include "train_test_util.h"
 
 namespace fs = std::filesystem;
@@ -41,8 +44,8 @@ CliResult run_recall(const std::string& args, const std::string& env = "") {
   fs::create_directories(dir);
   const fs::path out = dir / (std::to_string(n) + ".out"), err = dir / (std::to_string(n) + ".err");
   ++n;
-  const std::string cmd =
-      env + " " + RECALL_BINARY + " " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const std::string cmd = env + " " + recall::test::recall_binary() + " " + args + " >'" +
+                          out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
@@ -172,11 +175,13 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
-  // The same run evaluated far past the RAM, against a stated limit (so on any machine), and
-  // under a precision that does not exist: refused with one line, exit 2
+  // The same run evaluated past a stated limit, at a length whose 706 MiB any machine's free RAM
+  // holds (so only the flag refuses it), and under a precision that does not exist: refused with
+  // one line, exit 2
   for (const auto& [flags, needle] :
-       {std::pair<std::string, std::string>{" --seq-len 1000000 --max-memory 1G",
-                                            "--seq-len 1000000 needs an estimated"},
+       {std::pair<std::string, std::string>{" --seq-len 4096 --max-memory 64M",
+                                            "--seq-len 4096 needs an estimated"},
+        {" --seq-len 4096 --max-memory 64M", "more than --max-memory 64.0 MiB;"},
         {" --precision fp16", "--precision"}}) {
     const CliResult r = run_recall("eval --checkpoint " + run + flags);
     EXPECT_EQ(r.code, 2) << flags;
@@ -197,7 +202,7 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   if (python.empty()) GTEST_SKIP() << "no Python with torch (install python3-torch)";
   // The README's lines, then a forward pass.
   const std::string script =
-      std::string("import sys; sys.path.insert(0, '") + RECALL_SOURCE_DIR +
+      std::string("import sys; sys.path.insert(0, '") + recall::test::source_dir() +
       "/python')\nfrom recall_model import load\nmodel = load('" + out +
       "')\nimport torch\nprint(tuple(model(torch.tensor([[1, 2, 3]])).shape))\n";
   std::ofstream(dir / "load.py") << script;
@@ -205,6 +210,67 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
       python + " '" + (dir / "load.py").string() + "' > '" + (dir / "py.out").string() + "' 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(dir / "py.out");
   EXPECT_EQ(slurp(dir / "py.out"), "(1, 3, 32)\n");
+}
+
+// The eval line's loss ({"accuracy":..,"loss":..,..}), NaN when there is none.
+double eval_loss(const std::string& out) {
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  return j.is_object() && j.contains("loss") ? j["loss"].get<double>() : std::nan("");
+}
+
+// A trained run of GPT-2's shape through the commands a user types: export --format gpt2, import
+// of that folder, and the imported run scores the same held-out batches as the run itself.
+TEST(ExportCli, Gpt2FolderOfATrainedRunImportsBackWithItsScores) {
+  const fs::path dir = fresh("recall_interop_gpt2");
+  const std::string run = (dir / "run").string(), gpt2 = (dir / "gpt2").string(),
+                    back = (dir / "back").string();
+  const std::string shape =
+      " --set pos=learned --set norm=layernorm --set bias=true --set ffn=mlp --set attn_conv=0";
+  const CliResult t = run_recall("train " + kTiny + shape + " --set steps=20 --out " + run);
+  ASSERT_EQ(t.code, 0) << t.err;
+  const CliResult e = run_recall("export --checkpoint " + run + " --format gpt2 --out " + gpt2);
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto config = nlohmann::json::parse(slurp(dir / "gpt2" / "config.json"));
+  EXPECT_EQ(config["model_type"], "gpt2");
+  EXPECT_EQ(config["n_embd"], 16);
+  EXPECT_TRUE(fs::exists(dir / "gpt2" / "model.safetensors"));
+  const CliResult i = run_recall("import --from " + gpt2 + " --out " + back +
+                                 " --set task=mqar --set mqar_pairs=8");
+  ASSERT_EQ(i.code, 0) << i.err;
+  const CliResult a = run_recall("eval --checkpoint " + run);
+  const CliResult b = run_recall("eval --checkpoint " + back);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NEAR(eval_loss(b.out), eval_loss(a.out), 1e-5 * eval_loss(a.out)) << a.out << b.out;
+}
+
+// --precision bf16 through the binary: where the CPU has bf16 products, a run trains and scores
+// within bf16's rounding of the fp32 score of the same checkpoint; where it has none, train and
+// eval refuse it in one line, exit 2, and write nothing.
+TEST(Bf16Cli, TrainAndEvalWithBf16ProductsOrARefusal) {
+  const fs::path dir = fresh("recall_interop_bf16");
+  const std::string run = (dir / "run").string();
+  const bool bf16 = !recall::cpu_bf16_units().empty() && !recall::bf16_gemm_name().empty();
+  const CliResult t =
+      run_recall("train " + kTiny + " --set steps=20 --precision bf16 --out " + run);
+  if (!bf16) {
+    EXPECT_EQ(t.code, 2) << t.err;
+    EXPECT_NE(t.err.find("bf16"), std::string::npos) << t.err;
+    EXPECT_EQ(std::count(t.err.begin(), t.err.end(), '\n'), 1) << t.err;
+    EXPECT_FALSE(fs::exists(run));
+    return;
+  }
+  ASSERT_EQ(t.code, 0) << t.err;
+  const CliResult fp32 = run_recall("eval --checkpoint " + run + " --precision fp32");
+  const CliResult b = run_recall("eval --checkpoint " + run + " --precision bf16");
+  ASSERT_EQ(fp32.code, 0) << fp32.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const double l32 = eval_loss(fp32.out), l16 = eval_loss(b.out);
+  EXPECT_TRUE(std::isfinite(l16)) << b.out;
+  // rounded operands, fp32 sums: the loss moves by a few of bf16's 2^-8, not more
+  EXPECT_NEAR(l16, l32, 0.02 * l32) << fp32.out << b.out;
+  EXPECT_NE(l16, l32)
+      << "bf16 products round: the same loss to the last bit means they did not run";
 }
 
 std::vector<std::string> split(const std::string& s) {

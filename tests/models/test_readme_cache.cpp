@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "recall/models/transformer.h"
+#include "test_paths.h"
 
 namespace recall {
 namespace {
@@ -30,8 +31,8 @@ TEST(ReadmeActivationCache, TheExampleCompilesRunsAndIsInTheReadme) {
   EXPECT_EQ(hidden.sizes(), (std::vector<int64_t>{2, 16, 512}));
   EXPECT_NE(names.find("blocks.3.resid_post\n"), std::string::npos) << names;
 
-  std::ifstream self(std::string(RECALL_SOURCE_DIR) + "/tests/models/test_readme_cache.cpp");
-  std::ifstream readme_file(std::string(RECALL_SOURCE_DIR) + "/README.md");
+  std::ifstream self(recall::test::source_dir() + "/tests/models/test_readme_cache.cpp");
+  std::ifstream readme_file(recall::test::source_dir() + "/README.md");
   std::stringstream readme;
   readme << readme_file.rdbuf();
   bool inside = false;

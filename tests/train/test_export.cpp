@@ -20,6 +20,7 @@
 #include "recall/train/export.h"
 #include "recall/train/import.h"
 #include "recall/train/trainer.h"
+#include "test_paths.h"
 #include "train_test_util.h"
 
 namespace recall {
@@ -154,7 +155,7 @@ TEST(Export, PythonReferenceGivesRecallsLogits) {
                     safetensors_bytes(state, {{"format", "pt"}}));
   dirs += " '" + old.string() + "'";
   const std::string cmd =
-      python + " '" + RECALL_SOURCE_DIR + "/tests/python/check_export.py'" + dirs;
+      python + " '" + recall::test::source_dir() + "/tests/python/check_export.py'" + dirs;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   for (const auto& name : names) {
     std::ifstream in(root / name / "diff.txt");
@@ -322,7 +323,7 @@ TEST(ExportGpt2, TransformersLoadsItWithRecallsLogits) {
     torch::manual_seed(i);
     const auto tokens = torch::randint(model->config.vocab_size, {2, 12}, torch::kInt64);
     write_pickle(dir / "tokens.pt", tokens);
-    const std::string cmd = python + " '" + RECALL_SOURCE_DIR +
+    const std::string cmd = python + " '" + recall::test::source_dir() +
                             "/tests/python/transformers_models.py' load '" + out.string() + "' '" +
                             dir / "tokens.pt" + "' '" + py.string() + "'";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -18,6 +18,7 @@
 #include "recall/train/export.h"
 #include "recall/train/import.h"
 #include "recall/train/trainer.h"
+#include "test_paths.h"
 #include "train_test_util.h"
 
 namespace recall {
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 using test::python_with_torch;
 using test::TempDir;
 
-const std::string kScript = std::string(RECALL_SOURCE_DIR) + "/tests/python/foreign_models.py";
+const std::string kScript = recall::test::source_dir() + "/tests/python/foreign_models.py";
 
 void run(const std::string& cmd) {
   ASSERT_EQ(std::system((cmd + " > /dev/null").c_str()), 0) << cmd;
@@ -102,8 +103,8 @@ TEST(ImportGolden, PeerGptCheckpointGivesPyTorchsLogits) {
                    "bias = true\ntied_head = false\nffn = \"mlp\"\nactivation = \"gelu\"\n"
                    "steps = 30\nbatch_size = 4\nwarmup_steps = 2\neval_batches = 1\n");
   const std::string ckpt = dir / "ckpt.pt";
-  run(python + " '" + RECALL_SOURCE_DIR + "/scripts/peer_gpt.py' --config '" + (dir / "tiny.toml") +
-      "' --threads 1 --save '" + ckpt + "'");
+  run(python + " '" + recall::test::source_dir() + "/scripts/peer_gpt.py' --config '" +
+      (dir / "tiny.toml") + "' --threads 1 --save '" + ckpt + "'");
   run(python + " '" + kScript + "' nanogpt '" + ckpt + "' '" + (dir / "ref") + "' --compiled '" +
       (dir / "compiled.pt") + "'");
   // nanoGPT's own checkpoint: the optimizer's state beside the model, passed over on import
@@ -144,8 +145,8 @@ TEST(ImportGolden, TransformersFoldersGiveTransformersLogits) {
   int i = 0;
   for (const auto& [flags, tied] : cases) {
     const std::string folder = dir / ("saved-" + std::to_string(i++));
-    run(python + " '" + RECALL_SOURCE_DIR + "/tests/python/transformers_models.py' save '" +
-        folder + "' " + flags);
+    run(python + " '" + recall::test::source_dir() +
+        "/tests/python/transformers_models.py' save '" + folder + "' " + flags);
     EXPECT_EQ(fs::exists(folder + "/model.safetensors.index.json"),
               flags.find("--shard") != std::string::npos)
         << flags;

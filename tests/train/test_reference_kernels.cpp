@@ -7,6 +7,7 @@
 
 #include "recall/ops/kernels.h"
 #include "recall/train/trainer.h"
+#include "test_paths.h"
 #include "train_test_util.h"
 
 namespace recall {
@@ -86,7 +87,7 @@ TEST(ReferenceKernels, ShortMqarRunSameLossCurve) {
 
 TEST(ReferenceKernels, CliRefusesAnUnknownValue) {
   test::TempDir dir;
-  const std::string cmd = "RECALL_KERNELS=slow " + std::string(RECALL_BINARY) +
+  const std::string cmd = "RECALL_KERNELS=slow " + recall::test::recall_binary() +
                           " train --config mqar-tiny --set steps=1 --out " + dir / "run" + " 2>" +
                           dir / "err.txt" + " >/dev/null";
   const int status = std::system(cmd.c_str());

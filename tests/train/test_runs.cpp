@@ -9,6 +9,7 @@
 #include "recall/models/model_config.h"
 #include "recall/train/recipes.h"
 #include "recall/train/trainer.h"
+#include "test_paths.h"
 #include "train_test_util.h"
 
 namespace recall {
@@ -17,7 +18,7 @@ namespace {
 using test::TempDir;
 
 TEST(TrainRecipes, AllParseAndTheCompiledInCopiesMatchTheFiles) {
-  const std::string src = RECALL_SOURCE_DIR;
+  const std::string src = recall::test::source_dir();
   for (const char* name : {"mqar-tiny", "mqar-extrapolate", "mqar-store", "facts-tiny", "text-tiny",
                            "text-small", "bench-gpt"}) {
     const std::string file = src + "/train/" + name + ".toml";
@@ -82,7 +83,7 @@ TEST(ModelShapes, EveryShapeListsEveryModelKeyAndMatchesItsFile) {
     for (const auto& key : model_config_keys())
       EXPECT_TRUE(table.contains(key)) << name << " " << key;
     EXPECT_EQ(*model_shape_toml(name),
-              test::read_text(std::string(RECALL_SOURCE_DIR) + "/models/" + name + ".toml"));
+              test::read_text(recall::test::source_dir() + "/models/" + name + ".toml"));
     EXPECT_NO_THROW(model_config_from_toml(table)) << name;
   }
 }

@@ -38,6 +38,27 @@ struct IsrForecast {
   std::optional<double> overflow_pairs;
 };
 
+// One query of a recalling head at the training length, as the forecast reads it: the head's layer
+// and index, the query's position t, and the logit gaps d_j = ln w_j - ln w_c of the other keys it
+// sees (the read key c left out).
+struct ForecastQuery {
+  int64_t layer = 0, head = 0, t = 0;
+  std::vector<double> d;
+};
+
+// The forecast under `rule` from queries read at the training length. At multiple m a query moves
+// to t_m = m (t + 1) - 1, and its ISR is sqrt((t_m / t) sum_j exp(2 rho d_j)) with
+// rho = at_rule(t_m) / at_train(t), where at_train and at_rule hold per layer the multipliers
+// (H or 1, T) of AttentionImpl::logit_scale under the trained rule and under `rule`; per head the
+// median over its queries, then the mean over the heads. pairs[i] is the memories in context at
+// multiples[i]. Fills rule, multiples, pairs, isr, heads and overflow_pairs (the reader of the
+// weights fills beta and the gaps).
+IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
+                                  const std::vector<torch::Tensor>& at_train,
+                                  const std::vector<torch::Tensor>& at_rule, BetaRule rule,
+                                  const std::vector<int64_t>& multiples,
+                                  const std::vector<int64_t>& pairs);
+
 // The forecasts of `model` (trained as config says) under each of `rules`, at `multiples` of the
 // training length with the mqar pairs growing, from `batches` evaluation batches at the training
 // length. Throws UsageError for a task other than mqar.
