@@ -1,6 +1,7 @@
 // The table and JSON of `recall inspect`.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -71,10 +72,12 @@ std::string inspect_table(const InspectResult& r) {
                      "isr_med", "isr_p90", "ablated");
   static const char* kRead[] = {"key", "value", "next"};
   for (const auto& h : base->heads)
-    out += fmt::format("{:<6} {:<6} {:>7.3f} {:>6.3f} {:>9.3g} {:>9.3g} {:>8.4f}\n",
+    out += fmt::format("{:<6} {:<6} {:>7.3f} {:>6.3f} {:>9.3g} {:>9.3g} {:>8}\n",
                        fmt::format("L{}H{}{}", h.layer, h.head, h.recalls() ? "*" : ""),
                        kRead[h.offset], h.pair_weight, h.hit_rate, h.isr.median, h.isr.p90,
-                       h.ablated_accuracy);
+                       std::isnan(h.ablated_accuracy)  // --no-ablate
+                           ? std::string("-")
+                           : fmt::format("{:.4f}", h.ablated_accuracy));
   // how the recalling heads' ISR moves with length under each rule
   std::vector<size_t> recalling;
   for (size_t j = 0; j < base->heads.size(); ++j)

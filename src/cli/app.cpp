@@ -12,7 +12,8 @@ void add_commands(CLI::App& app, Action& action, int& threads) {
   app.add_option("--threads", threads,
                  "intra-op threads (default: OMP_NUM_THREADS, else the CPUs allowed by affinity "
                  "and the cgroup quota)")
-      ->check(non_negative());
+      // each thread costs start-up time whatever the work: 100,000 of them would run for hours
+      ->check(number_in(0, 1024, "in [0, 1024]"));
   app.add_flag("--quiet", quiet(), "no progress or notes on stderr");
   add_theory(app, action);
   add_probe(app, action);

@@ -29,7 +29,8 @@ void add_fit(CLI::App& root, Action& action) {
   cmd->add_option("--m-max", o->config.m_max, "largest M tried (0: 4 x parameters)")
       ->capture_default_str();
   cmd->add_option("--seed", o->config.seed, "seed of memories and initialisation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative());  // an unsigned option takes -1 as 2^64 - 1
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");
   add_device_option(cmd, o->device);
   add_max_ram(cmd, o->max_ram);

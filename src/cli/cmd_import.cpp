@@ -41,9 +41,11 @@ void add_import(CLI::App& root, Action& action) {
                           "from --from's file",
                           s, key));
       }
-      const TrainConfig config = args->config.empty()
-                                     ? train_config_from_toml("", "--set", args->sets)
-                                     : train_config_from_file(args->config, args->sets);
+      // the task is checked against the file's model, in import_model
+      const TrainConfig config =
+          args->config.empty()
+              ? train_config_from_toml("", "--set", args->sets, "", ModelCheck::kReplacedLater)
+              : train_config_from_file(args->config, args->sets, ModelCheck::kReplacedLater);
       const ForeignModel m = import_model(args->from, config, args->out);
       if (!quiet())
         fmt::print(stderr,

@@ -90,10 +90,11 @@ void write_curves_plot(const std::vector<Curves>& runs, const std::string& path)
                             quoted(file), 2 * i + block, column, style, plot_colour(i),
                             eval || column == 3 ? "notitle" : "title " + quoted(runs[i].name));
           }
-          // no points at all: an empty panel rather than gnuplot's error
+          // no points at all: an empty panel rather than gnuplot's error (an undrawn line at 1,
+          // which the loss panel's log scale can hold)
           return items.empty() ? std::string(
                                      "set label 'no data' at graph 0.5,0.5 center\n"
-                                     "plot [0:1] -1 notitle\nunset label\n")
+                                     "plot [0:1] 1 notitle lt nodraw\nunset label\n")
                                : "plot " + items + "\n";
         };
         return "set multiplot layout 1,3\nset xlabel 'step'\nset xrange [0:*]\nset grid\nset key "

@@ -58,7 +58,9 @@ void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& ru
   cmd->add_option("--dv", c.d_v, "value dimension")->capture_default_str();
   cmd->add_option("--queries", c.queries, "stored keys queried per trial")->capture_default_str();
   cmd->add_option("--trials", c.trials, "independent trials")->capture_default_str();
-  cmd->add_option("--seed", c.seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "random seed")
+      ->capture_default_str()
+      ->check(non_negative());  // an unsigned option takes -1 as 2^64 - 1
   cmd->add_option("--beta", c.beta, "sharpness of exp<n> and softmax; beta_0 of the rules")
       ->capture_default_str();
   cmd->add_option("--m", c.m, "explicit M grid, comma-separated (default: powers of 2 from 16)")

@@ -84,9 +84,12 @@ void render_plot(const std::string& path, const std::string& data,
     std::error_code ec;
     fs::remove(partial, ec);
     std::ifstream err(tmp.path / "err.txt");
-    std::string first;
-    std::getline(err, first);
-    throw std::runtime_error(fmt::format("gnuplot failed writing {}: {}", path, first));
+    // gnuplot's last line that says something: the error (a blank line, the script's line and a
+    // caret come first)
+    std::string last;
+    for (std::string line; std::getline(err, line);)
+      if (line.find_first_not_of(" \t^") != std::string::npos) last = line;
+    throw std::runtime_error(fmt::format("gnuplot failed writing {}: {}", path, last));
   }
   fs::rename(partial, path);
 }

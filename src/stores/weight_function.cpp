@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "recall/core/error.h"
 
@@ -16,6 +17,14 @@ void WeightFunction::validate() const {
   if (kind == WeightKind::kExpSeries || kind == WeightKind::kSoftmax)
     check_arg(std::isfinite(beta) && beta > 0,
               fmt::format("beta = {}: the sharpness must be finite and > 0", beta));
+  // The probe sums the series in float32, by Horner, and multiplies by the reciprocal of its value
+  // at s = 1: n times that value must stay within float32's range and the reciprocal a normal
+  // float32 (denormals are flushed to zero); past them every ISR is NaN.
+  if (kind == WeightKind::kExpSeries)
+    check_arg(n * (*this)(1.0) <= 1 / std::numeric_limits<float>::min(),
+              fmt::format("beta = {}: exp{} at s = 1 is {:.3g}, past float32's range; use a "
+                          "smaller beta or fewer terms",
+                          beta, n, (*this)(1.0)));
 }
 
 torch::Tensor WeightFunction::operator()(const torch::Tensor& s) const {

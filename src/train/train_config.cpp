@@ -150,14 +150,21 @@ std::string TrainConfig::to_toml() const {
   return out;
 }
 
-void TrainConfig::validate() const {
-  model.validate();
+void TrainConfig::validate(ModelCheck check) const {
+  if (check == ModelCheck::kChecked) model.validate();
   const auto& t = trainer;
   check_arg(
       t.min_lr <= t.lr,
       fmt::format("min_lr = {}: must be <= lr = {} (the cosine decays to it)", t.min_lr, t.lr));
   check_arg(t.warmup_steps <= t.steps,
             fmt::format("warmup_steps = {}: must be <= steps = {}", t.warmup_steps, t.steps));
+  if (task.kind == TaskKind::kFacts) {
+    const int64_t grid = task.facts_subjects * task.facts_relations;
+    check_arg(task.facts_n <= grid,
+              fmt::format("facts_n = {}: must be <= facts_subjects * facts_relations = {}",
+                          task.facts_n, grid));
+  }
+  if (check == ModelCheck::kReplacedLater) return;
   switch (task.kind) {
     case TaskKind::kMqar: {
       // token 0 fills the query region; keys and values take the two halves of the rest, or the
@@ -175,10 +182,6 @@ void TrainConfig::validate() const {
       break;
     }
     case TaskKind::kFacts: {
-      const int64_t grid = task.facts_subjects * task.facts_relations;
-      check_arg(task.facts_n <= grid,
-                fmt::format("facts_n = {}: must be <= facts_subjects * facts_relations = {}",
-                            task.facts_n, grid));
       const int64_t vocab = task.facts_subjects + task.facts_relations + task.facts_objects;
       check_arg(model.vocab_size == vocab,
                 fmt::format("vocab_size = {}: task facts needs facts_subjects + facts_relations + "
@@ -193,7 +196,7 @@ void TrainConfig::validate() const {
 
 TrainConfig train_config_from_toml(std::string_view text, const std::string& source,
                                    const std::vector<std::string>& overrides,
-                                   const std::string& base_dir) {
+                                   const std::string& base_dir, ModelCheck check) {
   toml::table table = parse_config_toml(text, source);
   for (const auto& [name, node] : table) find_key(std::string(name.str()), source);
   // a relative corpus path in a file is relative to the file; one given by --set, to the shell
@@ -222,24 +225,24 @@ TrainConfig train_config_from_toml(std::string_view text, const std::string& sou
     table.erase(kShapeKey);
   }
   config.model = model_config_from_toml(table);
-  config.validate();
+  config.validate(check);
   return config;
 }
 
 TrainConfig train_config_from_file(const std::string& path,
-                                   const std::vector<std::string>& overrides) {
+                                   const std::vector<std::string>& overrides, ModelCheck check) {
   std::error_code ec;
   const bool file = std::filesystem::exists(path, ec);  // a file wins over a recipe's name
   if (!file) {
     if (const auto recipe = train_recipe_toml(path))
-      return train_config_from_toml(*recipe, "recipe " + path, overrides, ".");
+      return train_config_from_toml(*recipe, "recipe " + path, overrides, ".", check);
     throw UsageError(
         fmt::format("--config {}: no such file; give a TOML file or a recipe of train/ ({})", path,
                     fmt::join(train_recipe_names(), ", ")));
   }
   const std::string text = read_file("--config", path);
   const auto dir = std::filesystem::path(path).parent_path().string();
-  return train_config_from_toml(text, path, overrides, dir.empty() ? "." : dir);
+  return train_config_from_toml(text, path, overrides, dir.empty() ? "." : dir, check);
 }
 
 }  // namespace recall

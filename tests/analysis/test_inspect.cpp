@@ -215,6 +215,17 @@ TEST(InspectModel, CliWritesJsonAndRejectsBadFlags) {
       {{"inspect", "--checkpoint", test::trained_small_mqar(), "--plot", dir / "i.gif"}, "--plot"},
   };
   test::expect_usage_errors(bad, dir);
+  // --no-ablate leaves the ablated column unmeasured: a dash in the table, null in the JSON, never
+  // a NaN
+  const auto no_ablate =
+      test::run_cli({"--threads", "1", "inspect", "--checkpoint", test::trained_small_mqar(),
+                     "--lengths", "1", "--rules", "none", "--no-ablate", "--json", dir / "n.json"},
+                    dir);
+  ASSERT_EQ(no_ablate.code, 0) << no_ablate.err;
+  EXPECT_EQ(no_ablate.out.find("nan"), std::string::npos) << no_ablate.out;
+  EXPECT_NE(no_ablate.out.find("        -\n"), std::string::npos) << no_ablate.out;
+  const auto n = nlohmann::json::parse(test::read_text(dir / "n.json"));
+  EXPECT_TRUE(n["attention"][0]["heads"][0]["ablated_accuracy"].is_null());
 }
 
 }  // namespace

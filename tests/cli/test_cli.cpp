@@ -206,6 +206,14 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
       {"extrapolate --config mqar-tiny --out /proc/x", "/proc"},
       {"experiment sharpness --out /proc/x", "/proc"},
       {"plot " + d + "/not_a_run --out /proc/x.png", "--out"},
+      // thousands of threads took a minute per thousand on two cores, whatever the work
+      {"--threads 100000 theory", "--threads: 100000: must be a number in [0, 1024]"},
+      // an unsigned seed took -1 as 2^64 - 1
+      {"fit --seed -1 --json " + d + "/out", "--seed: -1"},
+      {"probe --seed -1 --json " + d + "/out", "--seed: -1"},
+      // a series past float32's range was NaN in every ISR
+      {"theory --beta 1e38 --json " + d + "/out", "beta = 1e+38"},
+      {"probe --stores exp20 --beta 1000 --no-rules --json " + d + "/out", "exp20 at s = 1"},
   };
   for (const auto& c : cases) {
     const CliRun r = run(c.args, c.env);
@@ -214,6 +222,23 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
     EXPECT_FALSE(fs::exists(dir / "out")) << c.args;
     EXPECT_FALSE(fs::exists(dir / "out.png")) << c.args;
+  }
+  fs::remove_all(dir);
+}
+
+// A run whose metrics.jsonl holds no curve yet (empty, or records without loss and lr) is plotted
+// as empty panels, the loss panel's log scale included, not refused by gnuplot.
+TEST(Cli, PlotOfARunWithNoRecordsDrawsEmptyPanels) {
+  const auto dir = fresh_dir("recall_cli_plot_empty");
+  fs::create_directories(dir / "empty");
+  std::ofstream(dir / "empty" / "metrics.jsonl");
+  fs::create_directories(dir / "bare");
+  std::ofstream(dir / "bare" / "metrics.jsonl") << "{\"step\":1,\"loss\":1.0}\n";
+  for (const std::string name : {"empty", "bare"}) {
+    const auto png = dir / (name + ".png");
+    const CliRun r = run("plot " + (dir / name).string() + " --out " + png.string());
+    EXPECT_EQ(r.code, 0) << name << "\n" << r.err;
+    EXPECT_TRUE(fs::exists(png) && fs::file_size(png) > 1000u) << name;
   }
   fs::remove_all(dir);
 }

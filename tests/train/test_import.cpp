@@ -360,6 +360,24 @@ torch::Tensor logits_of(const std::string& run_dir) {
   return r.model->forward(tokens);
 }
 
+// --set and --config's task keys are checked against the file's model, not recall's default model
+// (vocabulary 96): mqar_values = 150 fits a vocabulary of 200.
+TEST(Import, TaskKeysAreCheckedAgainstTheFilesModel) {
+  TempDir dir;
+  const int64_t V = 200, D = 8, L = 1, P = 8;
+  write_folder(dir / "wide", gpt2_config(V, D, L, P), safetensors_bytes(gpt2_tensors(V, D, L, P)));
+  auto args = [&](const std::string& values, const std::string& out) {
+    return std::vector<std::string>{"import",       "--from",  dir / "wide",
+                                    "--out",        dir / out, "--set",
+                                    "mqar_pairs=2", "--set",   "mqar_values=" + values};
+  };
+  const auto ok = test::run_cli(args("150", "fits"), dir);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(test::read_text(dir / "fits/config.toml").find("mqar_values = 150"), std::string::npos);
+  test::expect_usage_errors({{args("198", "too-many"), "vocab_size = 200"}}, dir);
+  EXPECT_FALSE(fs::exists(dir / "too-many"));
+}
+
 TEST(Import, TransformersConfigKeysThatKeepTheArchitectureAreIgnored) {
   TempDir dir;
   const std::string weights = safetensors_bytes(gpt2_tensors(kV, kD, kL, kP));

@@ -53,12 +53,17 @@ struct TrainerConfig {
   Precision precision = Precision::kFp32;
 };
 
+// What validation covers: everything, or all but the model and the task's fit to it, for a caller
+// that replaces the model afterwards and then validates everything (import: its model comes from
+// the file, not from the defaults or --config's model keys).
+enum class ModelCheck { kChecked, kReplacedLater };
+
 struct TrainConfig {
   ModelConfig model;
   TaskConfig task;
   TrainerConfig trainer;
   // Cross-key checks (the model's own, the task's fit to the model, the schedule's fit to steps).
-  void validate() const;
+  void validate(ModelCheck check = ModelCheck::kChecked) const;
   // The resolved configuration as flat TOML, one key per line; parses back to the same config.
   std::string to_toml() const;
 };
@@ -72,14 +77,17 @@ std::vector<std::pair<std::string, std::string>> config_items(const TrainConfig&
 
 // Parses TOML text (`source` names it in messages), then applies `overrides` ("key=value"; the
 // value is a TOML literal, or a bare string). `base_dir` resolves a relative text_file of the TOML
-// text. Validates the result. Throws std::invalid_argument on any bad key or value.
+// text. Validates the result (as `check` says). Throws std::invalid_argument on any bad key or
+// value.
 TrainConfig train_config_from_toml(std::string_view text, const std::string& source,
                                    const std::vector<std::string>& overrides = {},
-                                   const std::string& base_dir = "");
+                                   const std::string& base_dir = "",
+                                   ModelCheck check = ModelCheck::kChecked);
 
 // Reads the file and calls train_config_from_toml with its folder as base_dir. Throws UsageError
 // when the file cannot be read.
 TrainConfig train_config_from_file(const std::string& path,
-                                   const std::vector<std::string>& overrides = {});
+                                   const std::vector<std::string>& overrides = {},
+                                   ModelCheck check = ModelCheck::kChecked);
 
 }  // namespace recall
