@@ -69,9 +69,11 @@ if ((run_tests)); then
   # The fast tests, sanitized; not the reference-kernel repeats (the same code as the others), the
   # kill-and-resume runs (hundreds of restarts of the binary), nor the experiments' dozens of
   # training runs (the trainer they drive is sanitized in TrainRuns, the sweep engine in Sweep;
-  # 5 to 7x slower sanitized: 200 s each). Two tests that train until a model learns skip
+  # 5 to 7x slower sanitized: 200 s each), nor the tests whose time is a Python's (labels python
+  # and transformers: the readers they drive are fuzzed above and tested sanitized in Import.*).
+  # Two tests that train until a model learns skip
   # themselves in this build for the same reason (tests/sanitizer_test_util.h).
-  ctest --test-dir build-fuzz --output-on-failure -j"$(nproc)" -LE slow \
+  ctest --test-dir build-fuzz --output-on-failure -j"$(nproc)" -LE 'slow|python|transformers' \
     -E 'reference_kernels|CrashSafety|FactsExperiment|^Experiments$'
   echo "fuzz.sh: sanitized tests took $(($(date +%s) - t2)) s"
 fi

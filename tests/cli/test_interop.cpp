@@ -175,13 +175,13 @@ TEST(ExportCli, PythonLoadsTheExportedRun) {
   const CliResult bad =
       run_recall("export --checkpoint " + (dir / "none").string() + " --out " + out);
   EXPECT_EQ(bad.code, 2);
-  // The same run evaluated past a stated limit, at a length whose 706 MiB any machine's free RAM
+  // The same run evaluated past a stated limit, at a length whose 128 MiB any machine's free RAM
   // holds (so only the flag refuses it), and under a precision that does not exist: refused with
   // one line, exit 2
   for (const auto& [flags, needle] :
-       {std::pair<std::string, std::string>{" --seq-len 4096 --max-memory 64M",
-                                            "--seq-len 4096 needs an estimated"},
-        {" --seq-len 4096 --max-memory 64M", "more than --max-memory 64.0 MiB;"},
+       {std::pair<std::string, std::string>{" --seq-len 32768 --max-memory 16M",
+                                            "--seq-len 32768 needs an estimated"},
+        {" --seq-len 32768 --max-memory 16M", "more than --max-memory 16.0 MiB;"},
         {" --precision fp16", "--precision"}}) {
     const CliResult r = run_recall("eval --checkpoint " + run + flags);
     EXPECT_EQ(r.code, 2) << flags;
@@ -234,8 +234,10 @@ TEST(ExportCli, Gpt2FolderOfATrainedRunImportsBackWithItsScores) {
   EXPECT_EQ(config["model_type"], "gpt2");
   EXPECT_EQ(config["n_embd"], 16);
   EXPECT_TRUE(fs::exists(dir / "gpt2" / "model.safetensors"));
-  const CliResult i = run_recall("import --from " + gpt2 + " --out " + back +
-                                 " --set task=mqar --set mqar_pairs=8");
+  // the run's task and evaluation batches, so that both score the same prompts
+  const CliResult i =
+      run_recall("import --from " + gpt2 + " --out " + back +
+                 " --set task=mqar --set mqar_pairs=8 --set batch_size=4 --set eval_batches=1");
   ASSERT_EQ(i.code, 0) << i.err;
   const CliResult a = run_recall("eval --checkpoint " + run);
   const CliResult b = run_recall("eval --checkpoint " + back);
