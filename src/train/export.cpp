@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "recall/core/enum_names.h"
+#include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/formats/safetensors.h"
 #include "recall/formats/torch_save.h"
@@ -125,6 +126,28 @@ void export_gpt2(const Transformer& model, const TrainConfig& config,
 void export_checkpoint(const std::string& checkpoint, const std::string& out_dir,
                        ExportFormat format) {
   check_output_dir("--out", out_dir);
+  // A folder holds one export: over another kind of folder (the other format's export, a model
+  // downloaded for transformers), files of both would lie side by side, or the other be lost.
+  const fs::path dir(out_dir);
+  std::error_code ec;
+  const bool has_config = fs::exists(dir / "config.json", ec);
+  std::string found;  // the format of what the folder holds, where it holds one
+  if (fs::exists(dir / "model.pt", ec)) found = "recall";
+  if (fs::exists(dir / "vocabulary.json", ec)) found = "gpt2";
+  if (has_config && found.empty()) {
+    const auto j = nlohmann::json::parse(read_file("--out", (dir / "config.json").string()),
+                                         nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("format")) found = "recall";
+    if (j.is_object() && j.contains("model_type") && j["model_type"] == "gpt2") found = "gpt2";
+    if (found.empty())
+      throw UsageError(fmt::format(
+          "--out {}: holds a config.json that no recall export wrote; give an empty folder",
+          out_dir));
+  }
+  if (!found.empty() && found != to_string(format))
+    throw UsageError(fmt::format(
+        "--out {}: holds an export of --format {}, the other format; give an empty folder", out_dir,
+        found));
   const Restored r = restore(checkpoint);
   if (format == ExportFormat::kGpt2)
     export_gpt2(r.model, r.config, r.vocabulary, out_dir);

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "python_test_util.h"
 #include "recall/ops/gemm.h"
@@ -244,6 +245,26 @@ TEST(ExportCli, Gpt2FolderOfATrainedRunImportsBackWithItsScores) {
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_NEAR(eval_loss(b.out), eval_loss(a.out), 1e-5 * eval_loss(a.out)) << a.out << b.out;
+  // An export over a folder that holds the other format's export, or a model another program
+  // wrote, is refused and leaves the folder whole
+  const std::string recall_out = (dir / "recall").string(), llama = (dir / "llama").string();
+  ASSERT_EQ(run_recall("export --checkpoint " + run + " --out " + recall_out).code, 0);
+  fs::create_directories(llama);
+  std::ofstream(dir / "llama" / "config.json") << R"({"model_type": "llama"})";
+  for (const auto& [flags, kept, needle] :
+       {std::tuple<std::string, fs::path, std::string>{" --format gpt2 --out " + recall_out,
+                                                       dir / "recall" / "config.json",
+                                                       "the other format"},
+        {" --out " + gpt2, dir / "gpt2" / "config.json", "the other format"},
+        {" --format gpt2 --out " + llama, dir / "llama" / "config.json", "no recall export"}}) {
+    const std::string before = slurp(kept);
+    const CliResult r = run_recall("export --checkpoint " + run + flags);
+    EXPECT_EQ(r.code, 2) << flags << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(slurp(kept), before) << flags;
+    EXPECT_FALSE(fs::exists(dir / "llama" / "model.safetensors"));
+  }
 }
 
 // --precision bf16 through the binary: where the CPU has bf16 products, a run trains and scores

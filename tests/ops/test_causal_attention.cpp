@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fast_gemm_test_util.h"
+#include "recall/core/threads.h"
 #include "recall/ops/causal_attention.h"
 #include "recall/ops/gemm.h"
 #include "recall/ops/precision.h"
@@ -76,18 +77,28 @@ TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
   RECALL_FAST_GEMM_OR_SKIP();  // fails, not skips, where the fast GEMM is required
   const int64_t calls = fast_calls(FastKernel::kAttention);
   // Without gradients the kernel keeps no weights (one block's scratch per thread): the same
-  // blocks and sums, so the same bits; and the reference's values within 1e-4.
-  for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {150, 3}, {300, 0}}) {
-    torch::manual_seed(9);
-    auto q = torch::randn({2, T, 3, 2, 8}).select(2, 0), k = torch::randn({2, N + T, 2, 8});
-    auto v = torch::randn({2, N + T, 2, 8});
-    const auto trained = causal_attention(q.detach().requires_grad_(true), k, v, N, 0.4).detach();
-    torch::NoGradGuard no_grad;
-    const auto inferred = causal_attention(q, k, v, N, 0.4);
-    EXPECT_TRUE(torch::equal(trained, inferred)) << "T " << T << " N " << N;
-    EXPECT_LT((inferred - reference(q, k, v, N, 0.4)).abs().max().item<double>(), 1e-4);
+  // blocks and sums, so on one thread the same bits. On two, training runs its items in torch's
+  // OpenMP region and inference on recall's own threads, and on an AMD EPYC without AVX-512
+  // (oneDNN's AVX2 sgemm) training's forward moved by up to 6e-8 from its one-thread bits while
+  // inference's did not: there within 1e-6. The reference's values within 1e-4 at both.
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    for (auto [T, N] : {std::pair<int64_t, int64_t>{5, 0}, {150, 3}, {300, 0}}) {
+      torch::manual_seed(9);
+      auto q = torch::randn({2, T, 3, 2, 8}).select(2, 0), k = torch::randn({2, N + T, 2, 8});
+      auto v = torch::randn({2, N + T, 2, 8});
+      const auto trained = causal_attention(q.detach().requires_grad_(true), k, v, N, 0.4).detach();
+      torch::NoGradGuard no_grad;
+      const auto inferred = causal_attention(q, k, v, N, 0.4);
+      if (threads == 1)
+        EXPECT_TRUE(torch::equal(trained, inferred)) << "T " << T << " N " << N;
+      else
+        EXPECT_LE((trained - inferred).abs().max().item<double>(), 1e-6) << "T " << T << " N " << N;
+      EXPECT_LT((inferred - reference(q, k, v, N, 0.4)).abs().max().item<double>(), 1e-4);
+    }
   }
-  EXPECT_EQ(fast_calls(FastKernel::kAttention) - calls, 6) << "the fused attention did not run";
+  set_threads(0);
+  EXPECT_EQ(fast_calls(FastKernel::kAttention) - calls, 12) << "the fused attention did not run";
 }
 
 // Under precision bf16 the kernel rounds q, k, v and the output gradient to bfloat16 once, and
