@@ -63,6 +63,8 @@ def beta_ratio(rule, M, L):
     if rule == "yarn":
         t = 0.1 * torch.log(torch.clamp_min(M / L, 1.0)) + 1.0
         return t * t
+    if rule.startswith("log:"):  # log:c, 1 + c ln(M / L) past L
+        return 1.0 + float(rule[4:]) * torch.log(torch.clamp_min(M / L, 1.0))
     raise ValueError(f"beta rule '{rule}' is unknown")
 
 

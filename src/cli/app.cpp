@@ -24,6 +24,7 @@ void add_commands(CLI::App& app, Action& action, int& threads) {
   add_fit(app, action);
   add_inspect(app, action);
   add_extrapolate(app, action);
+  add_forecast(app, action);
   add_experiment(app, action);
   add_report(app, action);
   add_export(app, action);

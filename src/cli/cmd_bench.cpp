@@ -100,7 +100,7 @@ void add_bench(CLI::App& root, Action& action) {
   bench->require_subcommand(1);
   struct Opts {
     ProbeConfig config;
-    std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
+    std::vector<std::string> rules = rule_names(/*learned=*/false);
     bool no_rules = false;
     std::string device = "cpu";
     int busy = 0;

@@ -21,8 +21,7 @@ void add_eval(CLI::App& root, Action& action) {
   cmd->add_option("--checkpoint", args->checkpoint, kCheckpointHelp)->required();
   cmd->add_option("--seq-len", args->seq_len, "sequence length (default: the training length)")
       ->check(positive());
-  cmd->add_option("--rule", args->rule, "attention beta rule: none, su, qwen, yarn, ssmax")
-      ->check(CLI::IsMember({"none", "su", "qwen", "yarn", "ssmax"}));
+  cmd->add_option("--rule", args->rule, "attention beta rule: " + beta_rule_names());
   cmd->add_option("--batches", args->batches, "evaluation batches (default: eval_batches)")
       ->check(positive());
   add_device_option(cmd, args->device);
@@ -38,7 +37,7 @@ void add_eval(CLI::App& root, Action& action) {
       if (mc.pos == PosKind::kLearned && T > mc.seq_len)
         throw UsageError(fmt::format("--seq-len {}: this model has learned positions for {} tokens",
                                      T, mc.seq_len));
-      if (!args->rule.empty()) r.model->set_attn_rule(beta_rule_from_string(args->rule));
+      if (!args->rule.empty()) r.model->set_attn_rule(parse_rules("--rule", {args->rule}).front());
       const auto& tc = r.config.trainer;
       // a length far past the RAM is refused here, not met with bad_alloc in the forward
       std::string parts;

@@ -53,14 +53,7 @@ void add_extrapolate(CLI::App& root, Action& action) {
   cmd->callback([o, &action] {
     o->config.device = o->runs.run.device = parse_device(o->device);
     o->config.pairs = pairs_at_length_from_string(o->pairs);
-    std::vector<BetaRule> rules;
-    for (const auto& name : o->rules) {
-      try {
-        rules.push_back(beta_rule_from_string(name));
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(fmt::format("--rules: {}", e.what()));
-      }
-    }
+    const std::vector<BetaRule> rules = parse_rules("--rules", o->rules);
     const bool train = !o->runs.train_config.empty();
     check_arg(o->config.checkpoints.empty() == train,
               "give either --checkpoints (evaluate runs) or --config (train one run per rule)");

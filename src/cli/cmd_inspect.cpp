@@ -16,7 +16,7 @@ void add_inspect(CLI::App& root, Action& action) {
   struct Opts {
     std::string checkpoint, json, plot, device = "cpu", pairs = "fixed";
     std::vector<int64_t> lengths = {1, 2, 4, 8, 16};
-    std::vector<std::string> rules = {"none", "su", "qwen", "yarn", "ssmax"};
+    std::vector<std::string> rules = rule_names(/*learned=*/true);
     int64_t batches = 2, max_ram = 0;
     bool no_ablate = false;
   };
@@ -51,14 +51,7 @@ void add_inspect(CLI::App& root, Action& action) {
     config.max_ram = o->max_ram;
     config.ablate = !o->no_ablate;
     config.pairs = pairs_at_length_from_string(o->pairs);
-    config.rules.clear();
-    for (const auto& name : o->rules) {
-      try {
-        config.rules.push_back(beta_rule_from_string(name));
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(fmt::format("--rules: {}", e.what()));
-      }
-    }
+    config.rules = parse_rules("--rules", o->rules);
     config.validate();
     check_output("--json", o->json);
     if (!o->plot.empty()) check_plot_path("--plot", o->plot);

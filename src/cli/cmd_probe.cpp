@@ -69,7 +69,7 @@ void add_probe_flags(CLI::App* cmd, ProbeConfig& c, std::vector<std::string>& ru
   cmd->add_option("--margin", c.margin, "automatic grid: stop once the theory ISR reaches this")
       ->capture_default_str();
   cmd->add_option("--rules", rules,
-                  "sharpness rules for the long-context curves (none,su,qwen,yarn,ssmax)")
+                  "sharpness rules for the long-context curves: " + beta_rule_names())
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--no-rules", no_rules, "skip the long-context curves");
@@ -89,15 +89,14 @@ void resolve_rules(ProbeConfig& c, const std::vector<std::string>& rules, bool n
                    const std::string& device) {
   c.device = parse_device(device);
   c.rules.clear();
-  if (!no_rules)
-    for (const auto& r : rules) c.rules.push_back(beta_rule_from_string(r));
+  if (!no_rules) c.rules = parse_rules("--rules", rules);
   c.validate();
 }
 
 void add_probe(CLI::App& root, Action& action) {
   struct Opts {
     ProbeConfig config;
-    std::vector<std::string> rules = {"none", "su", "qwen", "yarn"};
+    std::vector<std::string> rules = rule_names(/*learned=*/false);
     bool no_rules = false;
     std::string json, csv, plot, device = "cpu";
     int64_t max_ram = 0;

@@ -2,15 +2,20 @@
 // subcommand and, when it is chosen, stores in `action` the work to run after parsing
 // (recall/cli/app.h).
 #pragma once
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "recall/cli/app.h"
 #include "recall/core/device.h"
+#include "recall/core/error.h"
 #include "recall/ops/precision.h"
+#include "recall/stores/beta_rule.h"
 
 namespace recall {
 struct ProbeConfig;
@@ -69,6 +74,7 @@ void add_sample(CLI::App& root, Action& action);
 void add_fit(CLI::App& root, Action& action);
 void add_inspect(CLI::App& root, Action& action);
 void add_extrapolate(CLI::App& root, Action& action);
+void add_forecast(CLI::App& root, Action& action);
 void add_experiment(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
 void add_export(CLI::App& root, Action& action);
@@ -88,6 +94,29 @@ inline CLI::Validator number_in(double lo, double hi, const std::string& bounds)
       },
       bounds);
 }
+// The names of the table's rules (recall/stores/beta_rule.h) that take no coefficient, the learned
+// ones only where the command has a model that learned them.
+inline std::vector<std::string> rule_names(bool learned) {
+  std::vector<std::string> out;
+  for (BetaRule r : all_beta_rules())
+    if (learned || !row_of(r).learns) out.push_back(to_string(r));
+  return out;
+}
+
+// The rules a flag names ("none,su,log:0.4"); a UsageError names the flag and the bad value.
+inline std::vector<BetaRule> parse_rules(const std::string& flag,
+                                         const std::vector<std::string>& names) {
+  std::vector<BetaRule> out;
+  for (const auto& name : names) {
+    try {
+      out.push_back(beta_rule_from_string(name));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("{}: {}", flag, e.what()));
+    }
+  }
+  return out;
+}
+
 inline CLI::Validator non_negative() {
   return number_in(0, HUGE_VAL, ">= 0");
 }

@@ -284,7 +284,7 @@ void plot(const std::string& path, const Reduced& reduced, const std::vector<Cur
           gp += fmt::format(
               "{}'{}' index {} using 1:2 with linespoints pt 7 {} lc {} title '{} {}{}'",
               any ? ", " : "", f, i, dash(curves[i].variant),
-              plot_colour(static_cast<size_t>(curves[i].rule)), curves[i].variant,
+              plot_colour(static_cast<size_t>(curves[i].rule.kind)), curves[i].variant,
               to_string(curves[i].rule),
               curves[i].rule != curves[i].trained ? " (trained none)" : "");
           any = true;
@@ -294,7 +294,7 @@ void plot(const std::string& path, const Reduced& reduced, const std::vector<Cur
         for (size_t i = 0; i < probe.result.rules.size(); ++i)
           gp += fmt::format("'{}' index {} using 1:2 with linespoints pt 7 lc {} title '{}'{}", f,
                             n_curves + i,
-                            plot_colour(static_cast<size_t>(probe.result.rules[i].rule)),
+                            plot_colour(static_cast<size_t>(probe.result.rules[i].rule.kind)),
                             to_string(probe.result.rules[i].rule),
                             i + 1 < probe.result.rules.size() ? ", " : "\n");
         return gp + "unset multiplot\n";

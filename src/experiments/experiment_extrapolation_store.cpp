@@ -286,8 +286,8 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
           for (int k = 0; k < 3; ++k)
             gp += fmt::format(
                 ", '{}' index {} using 1:2 with linespoints pt 7 {} lc {} title '{} {}'", path,
-                3 * r + static_cast<size_t>(k), dash[k], plot_colour(static_cast<size_t>(f.rule)),
-                name, what[k]);
+                3 * r + static_cast<size_t>(k), dash[k],
+                plot_colour(static_cast<size_t>(f.rule.kind)), name, what[k]);
         }
         return gp + "\n";
       },

@@ -2,16 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
 
-#include "recall/core/enum_names.h"
 #include "recall/core/error.h"
 
 namespace recall {
 
 namespace {
-constexpr std::array<const char*, 5> kNames = {"none", "su", "qwen", "yarn", "ssmax"};
 
 void check_common(double L, double beta0) {
   check_arg(std::isfinite(L) && L >= 2,
@@ -19,61 +18,100 @@ void check_common(double L, double beta0) {
   check_arg(std::isfinite(beta0) && beta0 > 0,
             fmt::format("beta = {}: must be finite and > 0", beta0));
 }
+
+torch::Tensor su_factor(const torch::Tensor& M, double L, double /*c*/) {
+  return torch::log(M) / std::log(L);
+}
+
 }  // namespace
 
+BetaRule BetaRule::log(double c) {
+  if (!(std::isfinite(c) && c >= 0))
+    throw std::invalid_argument(
+        fmt::format("beta rule log:{}: its coefficient must be a number >= 0, as in log:0.4", c));
+  return {BetaRuleKind::kLog, c};
+}
+
+const std::vector<BetaRuleRow>& beta_rules() {
+  static const std::vector<BetaRuleRow> rows = {
+      {BetaRuleKind::kNone, "none", "1", false, false, true,
+       [](const torch::Tensor& M, double, double) { return torch::ones_like(M); }},
+      {BetaRuleKind::kSu, "su", "ln M / ln L", false, false, false, su_factor},
+      // max(1, ln M / ln L): su past L, where ln M / ln L > 1
+      {BetaRuleKind::kQwen, "qwen", "max(1, ln M / ln L)", false, false, true, su_factor},
+      {BetaRuleKind::kYarn, "yarn", "(0.1 ln(M/L) + 1)^2", false, false, true,
+       [](const torch::Tensor& M, double L, double) {
+         auto t = 0.1 * torch::log(M / L) + 1.0;
+         return t * t;
+       }},
+      {BetaRuleKind::kSsmax, "ssmax", "s ln M, s learned from 1 / ln L", true, false, false,
+       su_factor},
+      {BetaRuleKind::kLog, "log", "1 + c ln(M/L)", false, true, true,
+       [](const torch::Tensor& M, double L, double c) { return 1.0 + c * torch::log(M / L); }},
+  };
+  return rows;
+}
+
+const BetaRuleRow& row_of(BetaRule rule) {
+  for (const BetaRuleRow& r : beta_rules())
+    if (r.kind == rule.kind) return r;
+  throw std::logic_error("beta rule: a kind without a row");
+}
+
 std::string to_string(BetaRule rule) {
-  return enum_name(kNames, rule);
+  const BetaRuleRow& r = row_of(rule);
+  return r.takes_c ? fmt::format("{}:{}", r.name, rule.c) : r.name;
 }
 
 BetaRule beta_rule_from_string(const std::string& name) {
-  return enum_from_name<BetaRule>(kNames, name, "beta rule");
+  const size_t colon = name.find(':');
+  const std::string head = name.substr(0, colon);
+  for (const BetaRuleRow& r : beta_rules()) {
+    if (head != r.name) continue;
+    if (!r.takes_c && colon == std::string::npos) return {r.kind, 0};
+    if (r.takes_c && colon != std::string::npos) {
+      const std::string text = name.substr(colon + 1);
+      char* end = nullptr;
+      const double c = std::strtod(text.c_str(), &end);
+      if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(c) && c >= 0)
+        return {r.kind, c};
+    }
+    break;
+  }
+  throw std::invalid_argument(
+      fmt::format("beta rule '{}' is unknown: use one of {}", name, beta_rule_names()));
 }
 
 const std::vector<BetaRule>& all_beta_rules() {
-  static const std::vector<BetaRule> rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen,
-                                              BetaRule::kYarn, BetaRule::kSsmax};
+  static const std::vector<BetaRule> rules = [] {
+    std::vector<BetaRule> out;
+    for (const BetaRuleRow& r : beta_rules())
+      if (!r.takes_c) out.push_back({r.kind, 0});
+    return out;
+  }();
   return rules;
+}
+
+std::string beta_rule_names() {
+  std::string out;
+  for (const BetaRuleRow& r : beta_rules())
+    out += (out.empty() ? "" : ", ") + std::string(r.name) + (r.takes_c ? ":C (C >= 0)" : "");
+  return out;
 }
 
 double beta_for(BetaRule rule, double M, double L, double beta0) {
   check_common(L, beta0);
   check_arg(std::isfinite(M) && M >= 1, fmt::format("M = {}: must be >= 1", M));
-  const double ratio = std::log(M) / std::log(L);
-  switch (rule) {
-    case BetaRule::kNone:
-      return beta0;
-    case BetaRule::kSu:
-    case BetaRule::kSsmax:
-      return beta0 * ratio;
-    case BetaRule::kQwen:
-      return beta0 * std::max(1.0, ratio);
-    case BetaRule::kYarn: {
-      if (M <= L) return beta0;
-      const double t = 0.1 * std::log(M / L) + 1.0;
-      return beta0 * t * t;
-    }
-  }
-  return beta0;
+  return beta_for(rule, torch::tensor(M, torch::kFloat64), L, beta0).item<double>();
 }
 
 torch::Tensor beta_for(BetaRule rule, const torch::Tensor& M, double L, double beta0) {
   check_common(L, beta0);
   check_arg(M.numel() == 0 || M.min().item<double>() >= 1, "M: every memory count must be >= 1");
-  const double lnL = std::log(L);
-  switch (rule) {
-    case BetaRule::kNone:
-      return torch::full_like(M, beta0);
-    case BetaRule::kSu:
-    case BetaRule::kSsmax:
-      return beta0 * torch::log(M) / lnL;
-    case BetaRule::kQwen:
-      return beta0 * torch::clamp_min(torch::log(M) / lnL, 1.0);
-    case BetaRule::kYarn: {
-      auto t = 0.1 * torch::log(torch::clamp_min(M / L, 1.0)) + 1.0;
-      return beta0 * t * t;
-    }
-  }
-  return torch::full_like(M, beta0);
+  const BetaRuleRow& r = row_of(rule);
+  auto f = r.factor(M, L, rule.c);
+  if (r.none_up_to_training_length) f = torch::where(M <= L, torch::ones_like(f), f);
+  return beta0 * f;
 }
 
 SsmaxScaleImpl::SsmaxScaleImpl(SsmaxScaleOptions options_) : options(options_) {

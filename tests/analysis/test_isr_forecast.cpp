@@ -2,13 +2,17 @@
 // the memory count and the rules move it as the store's theory says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "analysis/inspect_test_util.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
 #include "recall/stores/attention.h"
+#include "recall/stores/theory.h"
+#include "train_test_util.h"
 
 namespace recall {
 namespace {
@@ -58,17 +62,19 @@ TEST(IsrForecast, EveryRuleFollowsTheClosedFormOfUniformMarginHeads) {
   for (int64_t m : multiples) pairs.push_back(4 * m);
   auto growth = [&](BetaRule rule, double M) {
     const double r = std::log(M) / std::log(kL);
-    switch (rule) {
-      case BetaRule::kNone:
+    switch (rule.kind) {
+      case BetaRuleKind::kNone:
         return 1.0;
-      case BetaRule::kSu:
+      case BetaRuleKind::kSu:
         return r;
-      case BetaRule::kQwen:
+      case BetaRuleKind::kQwen:
         return std::max(1.0, r);
-      case BetaRule::kYarn:
+      case BetaRuleKind::kYarn:
         return M > kL ? std::pow(0.1 * std::log(M / kL) + 1, 2) : 1.0;
-      case BetaRule::kSsmax:
+      case BetaRuleKind::kSsmax:
         return r;  // its learned scale at its start, beta_0 / ln L
+      case BetaRuleKind::kLog:
+        return M > kL ? 1 + rule.c * std::log(M / kL) : 1.0;
     }
     return 0.0;
   };
@@ -89,7 +95,9 @@ TEST(IsrForecast, EveryRuleFollowsTheClosedFormOfUniformMarginHeads) {
     return std::vector<torch::Tensor>{attn->logit_scale(T, torch::kFloat64)};
   };
   const auto at_train = scales(BetaRule::kNone);
-  for (BetaRule rule : all_beta_rules()) {
+  std::vector<BetaRule> rules = all_beta_rules();
+  rules.push_back(BetaRule::log(0.4));
+  for (BetaRule rule : rules) {
     SCOPED_TRACE(to_string(rule));
     const IsrForecast f =
         forecast_from_queries(queries, at_train, scales(rule), rule, multiples, pairs);
@@ -118,7 +126,9 @@ TEST(IsrForecast, EveryRuleFollowsTheClosedFormOfUniformMarginHeads) {
                      (0 - a) / (b - a) * std::log(static_cast<double>(pairs[i + 1]) / pairs[i]));
       }
     ASSERT_EQ(f.overflow_pairs.has_value(), overflow.has_value());
-    if (overflow) EXPECT_NEAR(*f.overflow_pairs, *overflow, 1e-3 * *overflow);
+    if (overflow) {
+      EXPECT_NEAR(*f.overflow_pairs, *overflow, 1e-3 * *overflow);
+    }
   }
   // the rules differ where they should: none overflows within 64x, su and yarn do not
   EXPECT_TRUE(forecast_from_queries(queries, at_train, scales(BetaRule::kNone), BetaRule::kNone,
@@ -128,6 +138,127 @@ TEST(IsrForecast, EveryRuleFollowsTheClosedFormOfUniformMarginHeads) {
     EXPECT_FALSE(forecast_from_queries(queries, at_train, scales(rule), rule, multiples, pairs)
                      .overflow_pairs)
         << to_string(rule);
+}
+
+// The prescription on a random softmax store, where the critical c follows from theory. M unit keys
+// uniform on the sphere in R^d, the query a stored key: E[ISR^2] = (M - 1) E[exp(2 beta (s - 1))]
+// with s the sphere's similarity law (theory.h, by quadrature). Under log:c, at m times the
+// training length L, beta = beta_0 (1 + c ln m); the critical c is the smallest that holds
+// sqrt(E[ISR^2]) <= level at every multiple to 64x. The forecast reads a query at t = L - 1 whose
+// L - 1 gaps d_j = beta_0 (s_j - 1) sit at the law's quantiles (j + 1/2) / (L - 1): its c agrees
+// with the theory's within 3 % (1.2 % at these values: the quantiles' top bin is the error), and a
+// c off by 10 % either way would fail.
+TEST(IsrForecast, PrescriptionOfARandomSoftmaxStoreIsTheTheorysCriticalC) {
+  constexpr int64_t d = 64, L = 4096, t = L - 1;
+  constexpr double kBeta0 = 8, kLevel = 0.2;
+  const std::vector<int64_t> multiples = {1, 2, 4, 8, 16, 32, 64};
+  // the sphere law's quantiles, from its CDF on a fine grid
+  constexpr int64_t kGrid = 1 << 22;
+  std::vector<double> cdf(kGrid + 1, 0.0);
+  auto s_at = [&](int64_t i) { return -1.0 + 2.0 * static_cast<double>(i) / kGrid; };
+  for (int64_t i = 1; i <= kGrid; ++i) {
+    const double s = 0.5 * (s_at(i - 1) + s_at(i));
+    cdf[static_cast<size_t>(i)] =
+        cdf[static_cast<size_t>(i - 1)] + std::pow(1 - s * s, 0.5 * (d - 3));
+  }
+  std::vector<double> gaps;
+  for (int64_t j = 0, i = 0; j < t; ++j) {
+    const double q = (static_cast<double>(j) + 0.5) / t * cdf.back();
+    while (cdf[static_cast<size_t>(i + 1)] < q) ++i;
+    const double f = (q - cdf[static_cast<size_t>(i)]) /
+                     (cdf[static_cast<size_t>(i + 1)] - cdf[static_cast<size_t>(i)]);
+    gaps.push_back(kBeta0 * (s_at(i) + f * (s_at(i + 1) - s_at(i)) - 1));
+  }
+  const std::vector<ForecastQuery> queries = {{0, 0, t, gaps}};
+  const int64_t T = multiples.back() * L;
+  const auto M = torch::arange(1, T + 1, torch::kFloat64);
+  auto scales = [&](BetaRule rule) {
+    return std::vector<torch::Tensor>{
+        beta_for(rule, M, static_cast<double>(L), kBeta0).unsqueeze(0)};  // (1, T)
+  };
+  const Prescription p =
+      prescribe(queries, scales(BetaRule::kNone), scales, multiples, multiples, kLevel);
+  ASSERT_TRUE(p.c) << p.why_none;
+  // the theory's c, by bisection on its own ISR
+  auto theory_holds = [&](double c) {
+    for (int64_t m : multiples) {
+      const double beta = kBeta0 * (1 + c * std::log(static_cast<double>(m)));
+      const double e =
+          similarity_expectation([&](double s) { return std::exp(2 * beta * (s - 1)); }, d);
+      if (std::sqrt(static_cast<double>(m * L - 1) * e) > kLevel) return false;
+    }
+    return true;
+  };
+  double lo = 0, hi = 10;
+  ASSERT_FALSE(theory_holds(lo));
+  ASSERT_TRUE(theory_holds(hi));
+  for (int i = 0; i < 60; ++i) (theory_holds(0.5 * (lo + hi)) ? hi : lo) = 0.5 * (lo + hi);
+  EXPECT_NEAR(*p.c, hi, 0.03 * hi);
+  EXPECT_FALSE(theory_holds(0.9 * hi));
+  // the prescribed rule's forecast holds the level, and stops holding it at 0.9 c
+  EXPECT_EQ(p.forecast.rule, BetaRule::log(*p.c));
+  for (double isr : p.forecast.isr) EXPECT_LE(isr, kLevel);
+  const IsrForecast below =
+      forecast_from_queries(queries, scales(BetaRule::kNone), scales(BetaRule::log(0.9 * *p.c)),
+                            BetaRule::log(0.9 * *p.c), multiples, multiples);
+  EXPECT_GT(*std::max_element(below.isr.begin(), below.isr.end()), kLevel);
+  // a level the training length exceeds already: no c, and why
+  const Prescription none =
+      prescribe(queries, scales(BetaRule::kNone), scales, multiples, multiples, 0.01);
+  EXPECT_FALSE(none.c);
+  EXPECT_NE(none.why_none.find("training length"), std::string::npos) << none.why_none;
+}
+
+// `recall forecast` on a trained checkpoint: the table and JSON of every rule's forecast, the
+// trained rule's at 1x the one the library computes, and the prescribed c the smallest that holds
+// its level (0.9 c does not); a log:c rule scores through eval; bad flags refused in one line.
+TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
+  test::TempDir dir;
+  const std::string run = test::trained_small_mqar();
+  const auto ok = test::run_cli({"--threads", "1", "forecast", "--checkpoint", run, "--target",
+                                 "8x", "--isr", "0.6", "--json", dir / "f.json"},
+                                dir);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("prescribed"), std::string::npos) << ok.out;
+  const auto j = nlohmann::json::parse(test::read_text(dir / "f.json"));
+  EXPECT_EQ(j["multiples"], nlohmann::json({1, 2, 4, 8}));
+  ASSERT_EQ(j["forecasts"].size(), 4u);  // none (trained), su, qwen, yarn
+  EXPECT_EQ(j["forecasts"][0]["rule"], "none");
+  Restored r = restore(run);
+  const auto mine = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::kNone}, 2);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(j["forecasts"][0]["isr"][i].get<double>(), mine[0].isr[i], 1e-9) << i;
+  const auto& p = j["prescription"];
+  ASSERT_TRUE(p["c"].is_number()) << p;
+  const double c = p["c"].get<double>();
+  EXPECT_EQ(p["rule"], to_string(BetaRule::log(c)));
+  for (const auto& isr : p["isr"]) EXPECT_LE(isr.get<double>(), 0.6);
+  if (c > 0) {
+    const auto weaker = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::log(0.9 * c)}, 2);
+    EXPECT_GT(*std::max_element(weaker[0].isr.begin(), weaker[0].isr.end()), 0.6);
+  }
+  // a level the heads exceed at the training length already (0.41 there): no c, and why
+  const auto none = test::run_cli(
+      {"--threads", "1", "forecast", "--checkpoint", run, "--target", "8x", "--isr", "0.1"}, dir);
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_NE(none.out.find("prescribed: none, the ISR at the training length"), std::string::npos)
+      << none.out;
+  // the prescribed rule, named as the forecast printed it, scores through eval at 8x
+  const auto e = test::run_cli({"--threads", "1", "eval", "--checkpoint", run, "--seq-len", "128",
+                                "--rule", p["rule"].get<std::string>()},
+                               dir);
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("\"rule\":\"log:"), std::string::npos) << e.out;
+  const test::UsageCases bad = {
+      {{"forecast", "--checkpoint", run, "--target", "1x"}, "--target 1x"},
+      {{"forecast", "--checkpoint", run, "--target", "eight"}, "--target eight"},
+      {{"forecast", "--checkpoint", run, "--isr", "0"}, "--isr 0"},
+      {{"forecast", "--checkpoint", run, "--batches", "0"}, "--batches 0"},
+      {{"forecast", "--checkpoint", run, "--rules", "none,log:x"}, "log:x"},
+      {{"forecast", "--checkpoint", dir / "missing"}, "missing"},
+      {{"eval", "--checkpoint", run, "--rule", "log:-1"}, "log:-1"},
+  };
+  test::expect_usage_errors(bad, dir);
 }
 
 }  // namespace

@@ -83,6 +83,12 @@ std::vector<Case> cases() {
     c.attn_rule = BetaRule::kQwen;
     c.seq_len = 4;  // qwen differs from none past 4 of the 10 tokens
   });
+  add("qk_norm_log_rule", [](ModelConfig& c) {
+    c.attn_qk_norm = true;
+    c.attn_scale = 6.0;
+    c.attn_rule = BetaRule::log(0.4);
+    c.seq_len = 4;  // log:0.4 differs from none past 4 of the 10 tokens
+  });
   add("qk_norm_learned_rope_memkv_ssmax", [](ModelConfig& c) {
     c.attn_qk_norm = true;
     c.attn_scale_learned = true;

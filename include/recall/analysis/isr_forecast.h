@@ -14,7 +14,9 @@
 // which at m = 1 under the trained rule is the head's measured ISR. Nothing past the training
 // length is read: the forecast is a prediction, to be set beside the measurement.
 #pragma once
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "recall/stores/beta_rule.h"
@@ -59,11 +61,54 @@ IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
                                   const std::vector<int64_t>& multiples,
                                   const std::vector<int64_t>& pairs);
 
+// What the forecast reads at the training length: the recalling heads' queries, each layer's
+// multipliers under the trained rule, and the memories at each multiple (the mqar pairs growing).
+struct ForecastReading {
+  std::vector<ForecastQuery> queries;
+  std::vector<torch::Tensor> at_train;  // per layer (H or 1, multiples.back() * seq_len)
+  std::vector<int64_t> multiples, pairs;
+  int64_t seq_len = 0;
+  BetaRule trained = BetaRule::kNone;
+  double beta = 0;                     // the heads' mean multiplier at their queries
+  double gap_median = 0, gap_p10 = 0;  // as in IsrForecast
+};
+
+// Reads `model` (trained as config says) on `batches` evaluation batches at the training length,
+// for the forecast at `multiples` (starting at 1). Throws UsageError for a task other than mqar.
+ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
+                              const std::vector<int64_t>& multiples, int64_t batches);
+
+// Each layer's multipliers (H or 1, T) under `rule`, float64; the model keeps its own rule.
+std::vector<torch::Tensor> rule_scales(Transformer& model, BetaRule rule, int64_t T);
+
+// The forecast under `rule` of what `reading` read.
+IsrForecast forecast_under(Transformer& model, const ForecastReading& reading, BetaRule rule);
+
 // The forecasts of `model` (trained as config says) under each of `rules`, at `multiples` of the
 // training length with the mqar pairs growing, from `batches` evaluation batches at the training
 // length. Throws UsageError for a task other than mqar.
 std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& config,
                                       const std::vector<int64_t>& multiples,
                                       const std::vector<BetaRule>& rules, int64_t batches);
+
+// The smallest growth of beta that holds the forecast ISR at or below `level` at every multiple
+// read: the c of log:c, beta(n) = beta_0 (1 + c ln(n / L)) past the training length L. A softmax
+// store's ISR^2 = (M - 1) E[w^2] / w_read^2 grows with M at fixed beta; a beta growing with ln M
+// shrinks every weight ratio exp(d_j) by its own power, so some c holds it, unless a key outweighs
+// the read one (d_j > 0), which sharpening only strengthens.
+struct Prescription {
+  double level = 0;
+  std::optional<double> c;  // none where no c up to 1,000 holds (why_none says why)
+  std::string why_none;
+  IsrForecast forecast;  // under log:c where c was found
+};
+
+// `scales(rule)` gives each layer's multipliers under a rule (rule_scales for a model). c is found
+// to a relative 1e-4, then rounded up to three significant digits where those hold too.
+Prescription prescribe(const std::vector<ForecastQuery>& queries,
+                       const std::vector<torch::Tensor>& at_train,
+                       const std::function<std::vector<torch::Tensor>(BetaRule)>& scales,
+                       const std::vector<int64_t>& multiples, const std::vector<int64_t>& pairs,
+                       double level);
 
 }  // namespace recall

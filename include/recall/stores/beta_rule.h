@@ -1,10 +1,13 @@
 // Sharpness rules for softmax stores (docs/science.md §4). Each rule sets the logit scale beta for
-// a query that sees M memories, relative to the base beta_0 at a reference length L:
-//   none : beta_0
-//   su   : beta_0 * ln M / ln L                       (entropy invariance)
-//   qwen : beta_0 * max(1, ln M / ln L)               (LogN-Scaling)
-//   yarn : beta_0 * (0.1 ln(M/L) + 1)^2 for M > L     (YaRN temperature)
-//   ssmax: s * ln M, s learned per head, initialised to beta_0 / ln L (so it starts equal to su)
+// a query that sees M memories, relative to the base beta_0 at a reference length L (the training
+// length), as beta_0 times the rule's factor:
+//   none : 1
+//   su   : ln M / ln L                              (entropy invariance)
+//   qwen : max(1, ln M / ln L)                      (LogN-Scaling)
+//   yarn : (0.1 ln(M/L) + 1)^2 for M > L, else 1    (YaRN temperature)
+//   ssmax: s ln M, s learned per head, initialised to beta_0 / ln L (so it starts equal to su)
+//   log:c: 1 + c ln(M/L) for M > L, else 1          (a stated growth: c = 1 / ln L is qwen)
+// Each rule is one row of beta_rules(); adding a rule is adding a row (README, "Adding a rule").
 #pragma once
 #include <string>
 #include <vector>
@@ -13,12 +16,59 @@
 
 namespace recall {
 
-enum class BetaRule { kNone, kSu, kQwen, kYarn, kSsmax };
+enum class BetaRuleKind { kNone, kSu, kQwen, kYarn, kSsmax, kLog };
+
+// A rule: its kind and, for a rule that takes one (log), its coefficient c. Written "log:0.4";
+// the others by name alone.
+struct BetaRule {
+  BetaRuleKind kind = BetaRuleKind::kNone;
+  double c = 0;
+  static const BetaRule kNone, kSu, kQwen, kYarn, kSsmax;
+  // log:c, beta(M) = beta_0 (1 + c ln(M / L)) past L. Throws std::invalid_argument unless c is
+  // finite and >= 0.
+  static BetaRule log(double c);
+};
+inline constexpr BetaRule BetaRule::kNone{BetaRuleKind::kNone, 0};
+inline constexpr BetaRule BetaRule::kSu{BetaRuleKind::kSu, 0};
+inline constexpr BetaRule BetaRule::kQwen{BetaRuleKind::kQwen, 0};
+inline constexpr BetaRule BetaRule::kYarn{BetaRuleKind::kYarn, 0};
+inline constexpr BetaRule BetaRule::kSsmax{BetaRuleKind::kSsmax, 0};
+constexpr bool operator==(BetaRule a, BetaRule b) {
+  return a.kind == b.kind && a.c == b.c;
+}
+constexpr bool operator!=(BetaRule a, BetaRule b) {
+  return !(a == b);
+}
+constexpr bool operator<(BetaRule a, BetaRule b) {
+  return a.kind != b.kind ? a.kind < b.kind : a.c < b.c;
+}
+
+// One row of the table of rules.
+struct BetaRuleRow {
+  BetaRuleKind kind;
+  const char* name;
+  const char* factor_text;  // the factor beta(M) / beta_0, as help and docs print it
+  bool learns;              // a parameter per head (ssmax): trained with the model
+  bool takes_c;             // written name:c
+  // beta(M) = beta_0 for M <= L: the rule changes nothing at the training length, so a model
+  // trained without a rule can be read under it at longer lengths
+  bool none_up_to_training_length;
+  // The factor for memory counts M (float64, >= 1) at training length L and coefficient c; the
+  // one formula of the rule, which the scalar form reads too. For a learned rule, its initial
+  // value.
+  torch::Tensor (*factor)(const torch::Tensor& M, double L, double c);
+};
+const std::vector<BetaRuleRow>& beta_rules();
+const BetaRuleRow& row_of(BetaRule rule);
 
 std::string to_string(BetaRule rule);
-// Throws std::invalid_argument naming the value and the accepted names.
+// "none", "su", ..., "log:0.4". Throws std::invalid_argument naming the value and the accepted
+// names.
 BetaRule beta_rule_from_string(const std::string& name);
+// The rules without a coefficient (log is a family: name one with its c).
 const std::vector<BetaRule>& all_beta_rules();
+// The accepted names, for help: "none, su, qwen, yarn, ssmax, log:C".
+std::string beta_rule_names();
 
 // beta for M memories. For ssmax this is its initial value (beta_0 ln M / ln L).
 // Requires M >= 1, L >= 2, beta_0 > 0.

@@ -1,0 +1,38 @@
+// `recall forecast`: a checkpoint's recalling heads read at the training length alone, their ISR
+// forecast under each rule to a target multiple of that length, and the prescription, the
+// smallest growth c of beta(n) = beta_0 (1 + c ln(n / L)) that holds the forecast ISR at or below
+// a stated level there (isr_forecast.h). Every number is a prediction: nothing past the training
+// length is read, so it can be written down before `recall extrapolate` measures.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "recall/analysis/isr_forecast.h"
+
+namespace recall {
+
+struct ForecastConfig {
+  int64_t target = 64;          // the multiple of the training length to forecast to (>= 2)
+  std::vector<BetaRule> rules;  // the rules forecast (the trained rule is added where missing)
+  double level = 0.5;           // the ISR the prescription holds to: half the overflow, ISR 1
+  int64_t batches = 2;          // evaluation batches read at the training length
+  void validate() const;
+};
+
+struct ForecastReport {
+  std::string checkpoint;
+  int64_t seq_len = 0, target = 0;
+  BetaRule trained = BetaRule::kNone;
+  std::vector<IsrForecast> forecasts;  // one per rule
+  Prescription prescription;
+};
+
+// The multiples read: powers of 2 from 1, and the target.
+std::vector<int64_t> forecast_multiples(int64_t target);
+
+ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& config,
+                                   const std::string& checkpoint);
+std::string forecast_table(const ForecastReport& report);
+std::string forecast_json(const ForecastReport& report);
+
+}  // namespace recall

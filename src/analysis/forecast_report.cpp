@@ -1,0 +1,140 @@
+#include "recall/analysis/forecast_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "recall/core/error.h"
+
+namespace recall {
+
+void ForecastConfig::validate() const {
+  check_arg(target >= 2 && target <= 4096,
+            fmt::format("--target {}x: must be a multiple from 2 to 4096 of the training length",
+                        target));
+  check_arg(std::isfinite(level) && level > 0,
+            fmt::format("--isr {}: must be a number > 0 (1 is the overflow)", level));
+  check_arg(batches >= 1 && batches <= 1000,
+            fmt::format("--batches {}: must be from 1 to 1000", batches));
+}
+
+std::vector<int64_t> forecast_multiples(int64_t target) {
+  std::vector<int64_t> out;
+  for (int64_t m = 1; m < target; m *= 2) out.push_back(m);
+  out.push_back(target);
+  return out;
+}
+
+ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& config,
+                                   const std::string& checkpoint) {
+  config.validate();
+  Transformer& model = restored.model;
+  ForecastReport report;
+  report.checkpoint = checkpoint;
+  report.seq_len = model->config.seq_len;
+  report.target = config.target;
+  report.trained = model->config.attn_rule;
+  std::vector<BetaRule> rules = config.rules;
+  if (std::find(rules.begin(), rules.end(), report.trained) == rules.end())
+    rules.insert(rules.begin(), report.trained);
+  const ForecastReading reading =
+      read_forecast(model, restored.config, forecast_multiples(config.target), config.batches);
+  for (BetaRule rule : rules) report.forecasts.push_back(forecast_under(model, reading, rule));
+  const int64_t T = config.target * reading.seq_len;
+  report.prescription = prescribe(
+      reading.queries, reading.at_train, [&](BetaRule r) { return rule_scales(model, r, T); },
+      reading.multiples, reading.pairs, config.level);
+  if (report.prescription.c) {
+    IsrForecast& f = report.prescription.forecast;
+    f.beta = reading.beta;
+    f.gap_median = reading.gap_median;
+    f.gap_p10 = reading.gap_p10;
+  }
+  return report;
+}
+
+namespace {
+
+std::string isr_row(const std::string& name, const IsrForecast& f, size_t width) {
+  std::string out = fmt::format("{:<{}}", name, width);
+  for (double isr : f.isr) out += fmt::format(" {:>8.3f}", isr);
+  out +=
+      f.overflow_pairs ? fmt::format(" {:>10.0f}", *f.overflow_pairs) : fmt::format(" {:>10}", "-");
+  return out + "\n";
+}
+
+// c ln L: log:c's growth as a multiple of qwen's (and su's past L), which is log:(1 / ln L)
+double qwen_scale(double c, int64_t L) {
+  return c * std::log(static_cast<double>(L));
+}
+
+}  // namespace
+
+std::string forecast_table(const ForecastReport& r) {
+  const IsrForecast& any = r.forecasts.front();
+  std::string out = fmt::format(
+      "forecast ISR of {} recalling heads (beta {:.3g} at the training length, cosine gap median "
+      "{:.3g}, 10th percentile {:.3g}), read at {} tokens; memories growing with the length\n",
+      any.heads, any.beta, any.gap_median, any.gap_p10, r.seq_len);
+  size_t width = 14;  // the rule column: room for a prescribed log:c
+  if (r.prescription.c) width = std::max(width, to_string(r.prescription.forecast.rule).size() + 2);
+  out += fmt::format("{:<{}}", "rule", width);
+  for (size_t i = 0; i < any.multiples.size(); ++i)
+    out += fmt::format(" {:>8}", fmt::format("{}x", any.multiples[i]));
+  out += fmt::format(" {:>10}\n{:<{}}", "ISR 1 at", "memories", width);
+  for (int64_t p : any.pairs) out += fmt::format(" {:>8}", p);
+  out += fmt::format(" {:>10}\n", "memories");
+  for (const IsrForecast& f : r.forecasts)
+    out += isr_row(to_string(f.rule) + (f.rule == r.trained ? " *" : ""), f, width);
+  const Prescription& p = r.prescription;
+  if (p.c) {
+    out += isr_row(to_string(p.forecast.rule), p.forecast, width);
+    out += fmt::format(
+        "* trained. prescribed: {} (beta(n) = beta_0 (1 + {:.4g} ln(n / {}))) holds the forecast "
+        "ISR <= {:.3g} to {}x, {} memories; {:.3g} times qwen's growth\n",
+        to_string(p.forecast.rule), *p.c, r.seq_len, p.level, r.target, any.pairs.back(),
+        qwen_scale(*p.c, r.seq_len));
+  } else {
+    out += fmt::format("* trained. prescribed: none, {}\n", p.why_none);
+  }
+  return out;
+}
+
+std::string forecast_json(const ForecastReport& r) {
+  auto optional = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  const IsrForecast& any = r.forecasts.front();
+  nlohmann::json rules = nlohmann::json::array();
+  for (const IsrForecast& f : r.forecasts)
+    rules.push_back({{"rule", to_string(f.rule)},
+                     {"isr", f.isr},
+                     {"isr_1_at_pairs", optional(f.overflow_pairs)}});
+  const Prescription& p = r.prescription;
+  nlohmann::json prescription = {{"level", p.level}, {"c", optional(p.c)}};
+  if (p.c) {
+    prescription["rule"] = to_string(p.forecast.rule);
+    prescription["qwen_scale"] = qwen_scale(*p.c, r.seq_len);
+    prescription["isr"] = p.forecast.isr;
+  } else {
+    prescription["why_none"] = p.why_none;
+  }
+  return nlohmann::json{{"checkpoint", r.checkpoint},
+                        {"seq_len", r.seq_len},
+                        {"trained_rule", to_string(r.trained)},
+                        {"target", r.target},
+                        {"heads", any.heads},
+                        {"beta", any.beta},
+                        {"gap_median", any.gap_median},
+                        {"gap_p10", any.gap_p10},
+                        {"multiples", any.multiples},
+                        {"pairs", any.pairs},
+                        {"forecasts", rules},
+                        {"prescription", prescription}}
+             .dump(2) +
+         "\n";
+}
+
+}  // namespace recall
