@@ -192,8 +192,10 @@ Prescription prescribe(const std::vector<ForecastQuery>& queries,
   }
   // three significant digits, rounded up, where they still hold: a rule a user can type
   if (hi > 0) {
-    const double step = std::pow(10.0, std::floor(std::log10(hi)) - 2);
-    const double up = std::ceil(hi / step - 1e-9) * step;
+    // divided by an exact power of ten, so that 915 / 1e6 prints as 0.000915
+    const int k = 2 - static_cast<int>(std::floor(std::log10(hi)));
+    const double scale = std::pow(10.0, std::abs(k));
+    const double up = k >= 0 ? std::ceil(hi * scale - 1e-9) / scale : std::ceil(hi / scale) * scale;
     if (holds(under(up))) hi = up;
   }
   p.c = hi;
