@@ -61,7 +61,9 @@ void add_sample(CLI::App& root, Action& action) {
       ->check(non_negative());
   cmd->add_option("--samples", args->samples, "independent continuations, one per line")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--seed", args->seed, "sampling seed")->check(non_negative());
+  // a bound below int64's: a seed past it was taken as the largest int64, silently
+  cmd->add_option("--seed", args->seed, "sampling seed")
+      ->check(number_in(0, 9e18, "from 0 to 9e18"));
   add_device_option(cmd, args->device);
   add_precision_option(cmd, args->precision);
   add_max_ram(cmd, args->max_ram);

@@ -211,6 +211,9 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
       // an unsigned seed took -1 as 2^64 - 1
       {"fit --seed -1 --json " + d + "/out", "--seed: -1"},
       {"probe --seed -1 --json " + d + "/out", "--seed: -1"},
+      // a seed past int64 was taken as its largest value
+      {"sample --checkpoint " + d + "/none --seed 99999999999999999999",
+       "--seed: 99999999999999999999"},
       // a series past float32's range was NaN in every ISR
       {"theory --beta 1e38 --json " + d + "/out", "beta = 1e+38"},
       {"probe --stores exp20 --beta 1000 --no-rules --json " + d + "/out", "exp20 at s = 1"},
