@@ -156,7 +156,7 @@ void run_item(const SumsItem& it, const Operands& op, const float* K, const floa
 }
 
 // A task of the trial's one parallel region: one piece of a block's draw, or one sums item.
-struct Task {
+struct ProbeTask {
   int64_t block = 0;
   int64_t piece = -1;        // the piece drawn, or -1 for a sums item
   size_t item = 0;           // a sums item's index in its block's items
@@ -168,7 +168,7 @@ struct Task {
 struct TrialTasks {
   std::vector<std::vector<SumsItem>> items;  // per block
   std::vector<double> block_work;            // per block: its memory-query pairs of the sums
-  std::vector<Task> tasks;
+  std::vector<ProbeTask> tasks;
   FusedTotals totals;
 };
 
@@ -194,14 +194,14 @@ TrialTasks plan_tasks(const std::vector<ProbeAccumulator*>& accs, int64_t end, s
     mine = block_items(active, c0, c1, workers, plan.totals.similarities);
     const size_t draws = tasks.size();
     for (int64_t piece = 0; piece < MemoryStream::kPieces; ++piece) {
-      Task t;
+      ProbeTask t;
       t.block = b;
       t.piece = piece;
       tasks.push_back(t);
     }
     const size_t first = tasks.size();
     for (size_t k = 0; k < mine.size(); ++k) {
-      Task t;
+      ProbeTask t;
       t.block = b;
       t.item = k;
       for (size_t d = draws; d < first; ++d) t.deps.push_back(d);
@@ -230,7 +230,7 @@ class TaskQueue {
       if (failed_ || done_ == plan_.tasks.size()) return -1;
       const int64_t k = ready();
       if (k >= 0) {
-        plan_.tasks[static_cast<size_t>(k)].state = Task::State::kRunning;
+        plan_.tasks[static_cast<size_t>(k)].state = ProbeTask::State::kRunning;
         return k;
       }
       changed_.wait(lock);
@@ -238,8 +238,8 @@ class TaskQueue {
   }
   // Task k is done; returns the work of the blocks completed so far.
   double finish(int64_t k) {
-    Task& task = plan_.tasks[static_cast<size_t>(k)];
-    task.state = Task::State::kDone;
+    ProbeTask& task = plan_.tasks[static_cast<size_t>(k)];
+    task.state = ProbeTask::State::kDone;
     ++done_;
     if (task.piece < 0 && --left_[static_cast<size_t>(task.block)] == 0) advance_oldest();
     changed_.notify_all();
@@ -254,12 +254,13 @@ class TaskQueue {
  private:
   int64_t ready() {
     auto& tasks = plan_.tasks;
-    while (first_pending_ < tasks.size() && tasks[first_pending_].state != Task::State::kPending)
+    while (first_pending_ < tasks.size() &&
+           tasks[first_pending_].state != ProbeTask::State::kPending)
       ++first_pending_;
     for (size_t t = first_pending_; t < tasks.size() && tasks[t].block < oldest_ + kSlots; ++t) {
-      if (tasks[t].state != Task::State::kPending) continue;
+      if (tasks[t].state != ProbeTask::State::kPending) continue;
       bool met = true;
-      for (size_t d : tasks[t].deps) met = met && tasks[d].state == Task::State::kDone;
+      for (size_t d : tasks[t].deps) met = met && tasks[d].state == ProbeTask::State::kDone;
       if (met) return static_cast<int64_t>(t);
     }
     return -1;
@@ -299,7 +300,7 @@ FusedTotals stream_fused(const std::vector<ProbeAccumulator*>& accs, const Memor
   std::unique_ptr<float[]> values(new float[static_cast<size_t>(kSlots * kBlock * d_v)]);
   auto slot_keys = [&](int64_t b) { return keys.get() + (b % kSlots) * kBlock * d_k; };
   auto slot_values = [&](int64_t b) { return values.get() + (b % kSlots) * kBlock * d_v; };
-  auto run = [&](const Task& task, std::vector<float>& buffer, std::array<double, 4>& sec) {
+  auto run = [&](const ProbeTask& task, std::vector<float>& buffer, std::array<double, 4>& sec) {
     const int64_t b = task.block;
     if (task.piece >= 0)
       stream.draw(b, task.piece, slot_keys(b) + task.piece * kRows * d_k,

@@ -48,22 +48,25 @@ nlohmann::json json_or_null(const std::optional<T>& x) {
 
 class Experiment {
  public:
-  explicit Experiment(const ExperimentConfig& c) : c_(c) {}
+  explicit Experiment(const ExperimentConfig& c) : config_(c) {}
   // The experiment's own step count, or the config's override.
-  int64_t steps(int64_t own) const { return c_.steps > 0 ? c_.steps : own; }
-  std::string path(const std::string& name) const { return (fs::path(c_.out_dir) / name).string(); }
+  int64_t steps(int64_t own) const { return config_.steps > 0 ? config_.steps : own; }
+  std::string path(const std::string& name) const {
+    return (fs::path(config_.out_dir) / name).string();
+  }
   std::string run_dir(const std::string& name) const {
-    return (fs::path(c_.out_dir) / "runs" / name).string();
+    return (fs::path(config_.out_dir) / "runs" / name).string();
   }
 
   // Trains the recipe `preset` with `sets` into runs/<name> (reusing a finished run there).
   TrainResult train_run(const std::string& preset, const std::vector<std::string>& sets,
                         const std::string& name) const {
-    if (c_.run.progress) fmt::print(stderr, "experiment {}: {}\n", c_.name, run_dir(name));
+    if (config_.run.progress)
+      fmt::print(stderr, "experiment {}: {}\n", config_.name, run_dir(name));
     return recall::train_run(train_config_from_file(preset, sets), run_dir(name), context());
   }
-  const RunContext& context() const { return c_.run; }
-  const ExperimentConfig& config() const { return c_; }
+  const RunContext& context() const { return config_.run; }
+  const ExperimentConfig& config() const { return config_; }
   // out_dir/name, written atomically, two-space indented.
   void write_json(const std::string& name, const nlohmann::json& j) const {
     write_file_atomic(path(name), j.dump(2) + "\n");
@@ -79,7 +82,7 @@ class Experiment {
   std::string extrapolation_store(const ReportConfig& rc);
 
  private:
-  const ExperimentConfig& c_;
+  const ExperimentConfig& config_;
 };
 
 inline std::string opt_num(const std::optional<double>& x, const char* f = "{:.4g}") {

@@ -84,27 +84,28 @@ void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int
   runs.seeds = v.seeds;
   runs.rules = v.rules;
   runs.run = context;
-  ExtrapolateConfig ec;
-  ec.lengths = {1};
-  ec.batches = rc.extrapolate_batches;
-  ec.device = context.device;
-  const auto trained = train_and_extrapolate(runs, ec);
+  ExtrapolateConfig extrapolation;
+  extrapolation.lengths = {1};
+  extrapolation.batches = rc.extrapolate_batches;
+  extrapolation.device = context.device;
+  const auto trained = train_and_extrapolate(runs, extrapolation);
   for (const auto& t : trained) {
     Restored r = restore(t.checkpoint);
-    InspectConfig ic;
-    ic.lengths = lengths;
-    ic.pairs = v.pairs;
-    // qwen and yarn equal none up to L: the none runs are also read under them
-    ic.rules = {t.trained};
+    InspectConfig inspection;
+    inspection.lengths = lengths;
+    inspection.pairs = v.pairs;
+    // the rules that equal none up to L (qwen, yarn) read the none runs too
+    inspection.rules = {t.trained};
     if (t.trained == BetaRule::kNone && v.name == "grow")
-      ic.rules = {BetaRule::kNone, BetaRule::kQwen, BetaRule::kYarn};
-    ic.batches = rc.extrapolate_batches;
-    ic.ablate = false;  // the ISR of the recalling heads is all this experiment reads
-    const InspectResult ir = inspect(r, ic, t.checkpoint);
+      for (BetaRule rule : rules_equal_to_none_within_training_length())
+        inspection.rules.push_back(rule);
+    inspection.batches = rc.extrapolate_batches;
+    inspection.ablate = false;  // the ISR of the recalling heads is all this experiment reads
+    const InspectResult ir = inspect(r, inspection, t.checkpoint);
     // accuracy on every prompt of each length, through the fast kernel (inspect reads fewer)
     ExtrapolateConfig score;
     score.checkpoints = {t.checkpoint};
-    score.rules = ic.rules;
+    score.rules = inspection.rules;
     score.lengths = lengths;
     score.batches = rc.extrapolate_batches;
     score.pairs = v.pairs;
@@ -153,16 +154,16 @@ ProbeReference probe_reference(int64_t max_multiple, bool quick) {
   // the probe's softmax ISR under each rule at the heads' dimension, L = the recipe's length
   const TrainConfig base = train_config_from_file("mqar-extrapolate", {});
   ProbeReference out;
-  ProbeConfig& pc = out.config;
-  pc.stores = {"softmax"};
-  pc.d_k = pc.d_v = base.model.head_dim();
-  pc.beta = std::sqrt(static_cast<double>(pc.d_k));  // the standard scale on unit keys
-  pc.ref_len = static_cast<double>(base.model.seq_len);
-  pc.rule_m_max = base.model.seq_len * max_multiple;
-  pc.m = {base.model.seq_len};
-  pc.trials = quick ? 1 : 4;
-  pc.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
-  out.result = run_probe(pc);
+  ProbeConfig& probing = out.config;
+  probing.stores = {"softmax"};
+  probing.d_k = probing.d_v = base.model.head_dim();
+  probing.beta = std::sqrt(static_cast<double>(probing.d_k));  // the standard scale on unit keys
+  probing.ref_len = static_cast<double>(base.model.seq_len);
+  probing.rule_m_max = base.model.seq_len * max_multiple;
+  probing.m = {base.model.seq_len};
+  probing.trials = quick ? 1 : 4;
+  probing.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
+  out.result = run_probe(probing);
   for (const auto& rr : out.result.rules) {
     std::vector<double> x, y;
     json pts = json::array();
@@ -327,33 +328,34 @@ std::string verdict(const Reduced& r, const ProbeReference& probe) {
 }  // namespace
 
 ExperimentResult Experiment::extrapolation() {
-  ReportConfig rc = ReportConfig::make(c_.out_dir, c_.quick);
+  ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
   rc.mqar_steps = steps(rc.mqar_steps);
   // inspect reads every weight of the long prompts: quick stops at 16x
   const std::vector<int64_t> lengths = rc.inspect_lengths;
-  const std::vector<Variant> variants = plan_variants(rc, c_.quick);
+  const std::vector<Variant> variants = plan_variants(rc, config_.quick);
   std::vector<Curve> curves;
   json out_points = json::array();
   for (const Variant& v : variants)
-    run_variant(v, rc, lengths, run_dir(""), c_.out_dir, context(), curves, out_points);
+    run_variant(v, rc, lengths, run_dir(""), config_.out_dir, context(), curves, out_points);
   for (auto& c : curves)
     for (const auto& [M, isr] : c.isr_at) {
       c.M.push_back(static_cast<double>(M));
       c.isr.push_back(mean(isr));
     }
-  const ProbeReference probe = probe_reference(lengths.back(), c_.quick);
-  const ProbeConfig& pc = probe.config;
+  const ProbeReference probe = probe_reference(lengths.back(), config_.quick);
+  const ProbeConfig& probing = probe.config;
   const Reduced r = reduce(curves, probe, lengths);
   rc.store_steps = steps(rc.store_steps);
   const std::string store = extrapolation_store(rc);
-  write_json(
-      "extrapolation.json",
-      {{"config", "mqar-extrapolate"},
-       {"steps", rc.mqar_steps},
-       {"points", out_points},
-       {"fits", r.fits},
-       {"probe",
-        {{"d_k", pc.d_k}, {"beta", pc.beta}, {"ref_len", pc.ref_len}, {"rules", probe.curves}}}});
+  write_json("extrapolation.json", {{"config", "mqar-extrapolate"},
+                                    {"steps", rc.mqar_steps},
+                                    {"points", out_points},
+                                    {"fits", r.fits},
+                                    {"probe",
+                                     {{"d_k", probing.d_k},
+                                      {"beta", probing.beta},
+                                      {"ref_len", probing.ref_len},
+                                      {"rules", probe.curves}}}});
   plot(path("extrapolation.png"), r, curves, probe);
   std::vector<std::string> acc_header{"pairs", "trained", "evaluated", "runs"};
   for (int64_t m : lengths) acc_header.push_back(fmt::format("{}x", m));
@@ -376,9 +378,9 @@ ExperimentResult Experiment::extrapolation() {
       "a fixed beta, lower when beta grows with ln M), beside the probe's softmax store at d_k = "
       "{} and beta = sqrt(d_k) under the same rule.\n\n{}\n{}\n\n"
       "![extrapolation](extrapolation.png)\n\n{}",
-      c_.quick ? " --quick" : "", rc.mqar_steps, rule_list(rc.mqar_rules), rc.mqar_seeds,
+      config_.quick ? " --quick" : "", rc.mqar_steps, rule_list(rc.mqar_rules), rc.mqar_seeds,
       fmt::join(lengths, ", "), variants.back().seeds, markdown_table(acc_header, r.accuracy_rows),
-      pc.d_k,
+      probing.d_k,
       markdown_table({"pairs", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"},
                      r.rows),
       verdict(r, probe), store);

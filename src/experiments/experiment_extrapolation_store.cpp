@@ -91,17 +91,17 @@ constexpr int64_t kMeasuredMultiple = 64;
 std::vector<std::optional<double>> measured_isr(Restored& r, const std::string& checkpoint,
                                                 BetaRule rule, const std::vector<int64_t>& lengths,
                                                 int64_t batches) {
-  InspectConfig ic;
-  ic.lengths.clear();
+  InspectConfig inspection;
+  inspection.lengths.clear();
   for (int64_t m : lengths)
-    if (m <= kMeasuredMultiple) ic.lengths.push_back(m);
-  ic.rules = {rule};
-  ic.batches = batches;
-  ic.ablate = false;
-  ic.pairs = PairsAtLength::kGrow;
-  const InspectResult ir = inspect(r, ic, checkpoint);
+    if (m <= kMeasuredMultiple) inspection.lengths.push_back(m);
+  inspection.rules = {rule};
+  inspection.batches = batches;
+  inspection.ablate = false;
+  inspection.pairs = PairsAtLength::kGrow;
+  const InspectResult ir = inspect(r, inspection, checkpoint);
   std::vector<std::optional<double>> out(lengths.size());
-  for (size_t i = 0; i < ic.lengths.size() && i < ir.attention.size(); ++i) {
+  for (size_t i = 0; i < inspection.lengths.size() && i < ir.attention.size(); ++i) {
     std::vector<double> isr;
     for (const auto& h : ir.attention[i].heads)
       if (h.recalls()) isr.push_back(h.isr.median);
@@ -115,15 +115,15 @@ std::vector<std::optional<double>> measured_isr(Restored& r, const std::string& 
 // for the rules), read against the memories: its median ISR per rule at each multiple.
 std::map<BetaRule, std::vector<std::optional<double>>> random_store_isr(
     const TrainConfig& recipe, const std::vector<int64_t>& lengths, bool quick) {
-  ProbeConfig pc;
-  pc.stores = {"softmax"};
-  pc.d_k = pc.d_v = recipe.model.head_dim();
-  pc.beta = recipe.model.attn_scale;
-  pc.ref_len = static_cast<double>(recipe.model.seq_len);
-  pc.rule_m_max = recipe.model.seq_len * lengths.back();
-  pc.m = {recipe.model.seq_len};
-  pc.trials = quick ? 1 : 4;
-  const ProbeResult pr = run_probe(pc);
+  ProbeConfig probing;
+  probing.stores = {"softmax"};
+  probing.d_k = probing.d_v = recipe.model.head_dim();
+  probing.beta = recipe.model.attn_scale;
+  probing.ref_len = static_cast<double>(recipe.model.seq_len);
+  probing.rule_m_max = recipe.model.seq_len * lengths.back();
+  probing.m = {recipe.model.seq_len};
+  probing.trials = quick ? 1 : 4;
+  const ProbeResult pr = run_probe(probing);
   std::map<BetaRule, std::vector<std::optional<double>>> out;
   for (const auto& rr : pr.rules) {
     auto& v = out[rr.rule];
@@ -147,9 +147,10 @@ std::vector<ForecastRow> forecast_rows(const std::vector<ExtrapolatePoint>& poin
       continue;
     done.push_back(p.checkpoint);
     Restored r = restore(p.checkpoint);
-    // qwen and yarn read the none runs; the rest their own rule
+    // the rules that equal none up to L (qwen, yarn) read the none runs; the rest their own rule
     std::vector<BetaRule> rules{p.trained};
-    if (p.trained == BetaRule::kNone) rules = {BetaRule::kNone, BetaRule::kQwen, BetaRule::kYarn};
+    if (p.trained == BetaRule::kNone)
+      for (BetaRule rule : rules_equal_to_none_within_training_length()) rules.push_back(rule);
     for (BetaRule rule : rules) {
       const auto m = measured_isr(r, p.checkpoint, rule, lengths, batches);
       auto& sums = measured[{p.trained, rule}];
@@ -307,13 +308,13 @@ std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunCont
   runs.seeds = rc.store_seeds;
   runs.rules = rc.store_rules;
   runs.run = context;
-  ExtrapolateConfig ec;
-  ec.none_also = {BetaRule::kQwen, BetaRule::kYarn};
-  ec.lengths = rc.store_lengths;
-  ec.pairs = PairsAtLength::kGrow;
-  ec.batches = rc.extrapolate_batches;
-  ec.device = context.device;
-  const auto points = train_and_extrapolate(runs, ec);
+  ExtrapolateConfig extrapolation;
+  extrapolation.none_also = rules_equal_to_none_within_training_length();
+  extrapolation.lengths = rc.store_lengths;
+  extrapolation.pairs = PairsAtLength::kGrow;
+  extrapolation.batches = rc.extrapolate_batches;
+  extrapolation.device = context.device;
+  const auto points = train_and_extrapolate(runs, extrapolation);
   unlearned = unlearned_runs(points);
   if (unlearned.size() * 2 > static_cast<size_t>(rc.store_seeds) * rc.store_rules.size())
     throw std::runtime_error("experiment extrapolation: most mqar-store runs did not learn at 1x");
@@ -328,14 +329,14 @@ std::string Experiment::extrapolation_store(const ReportConfig& rc) {
       store_points(rc, context(), run_dir(fmt::format("mqar-store-{}", rc.store_steps)), unlearned);
   std::string left_out;
   for (const auto& u : unlearned)
-    left_out +=
-        (left_out.empty() ? "" : ", ") + fmt::format("`{}`", fs::relative(u, c_.out_dir).string());
+    left_out += (left_out.empty() ? "" : ", ") +
+                fmt::format("`{}`", fs::relative(u, config_.out_dir).string());
   const auto curves = extrapolate_curves(points);
   const RunAccuracy runs = per_run(points);
   const auto target = find_target(curves, runs);
   const TrainConfig recipe = train_config_from_file("mqar-store", {});
   auto forecasts = forecast_rows(points, curves, rc.store_lengths, rc.extrapolate_batches);
-  const auto random = random_store_isr(recipe, rc.store_lengths, c_.quick);
+  const auto random = random_store_isr(recipe, rc.store_lengths, config_.quick);
   for (auto& f : forecasts)
     f.random =
         random.count(f.rule) ? random.at(f.rule) : std::vector<std::optional<double>>(f.isr.size());

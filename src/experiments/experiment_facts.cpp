@@ -304,7 +304,7 @@ std::string facts_markdown(const ExperimentConfig& c, const FactsPlan& plan,
 }  // namespace
 
 ExperimentResult Experiment::facts() {
-  const FactsPlan plan(c_);
+  const FactsPlan plan(config_);
   json points = json::array();
   std::ostringstream data;  // one block per kind, then one per kind trained longer
   std::vector<KindSweep> ranked;
@@ -315,7 +315,7 @@ ExperimentResult Experiment::facts() {
   });
   LongerTraining more;
   std::vector<const KindSweep*> longer;
-  for (const auto& [k, steps] : plan_longer(c_, plan, ranked)) {
+  for (const auto& [k, steps] : plan_longer(config_, plan, ranked)) {
     train_longer(*this, plan, *k, steps, more, data);
     longer.push_back(k);
   }
@@ -330,7 +330,7 @@ ExperimentResult Experiment::facts() {
              {{"subjects", plan.subjects},
               {"relations", plan.relations},
               {"objects", plan.objects},
-              {"exposures_per_fact", c_.steps > 0 ? json(nullptr) : json(plan.exposures)},
+              {"exposures_per_fact", config_.steps > 0 ? json(nullptr) : json(plan.exposures)},
               {"batch_size", plan.batch},
               {"points", points},
               {"plateau", plateau},
@@ -340,7 +340,7 @@ ExperimentResult Experiment::facts() {
       path("facts_sweep.png"), data.str(),
       [&](const std::string& f) { return facts_plot_script(f, longer); }, 2400, 560);
   return {"Facts to saturation, per feed-forward kind", "facts_sweep.json", "facts_sweep.png",
-          facts_markdown(c_, plan, ranked, more)};
+          facts_markdown(config_, plan, ranked, more)};
 }
 
 }  // namespace recall::experiment_detail

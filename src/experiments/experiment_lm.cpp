@@ -42,7 +42,7 @@ ExperimentResult Experiment::lm() {
                                             {"swiglu", {"ffn=swiglu", "ffn_mult=4"}},
                                             {"learned_kv", {"ffn=learned_kv", "ffn_slots=320"}},
                                             {"attn_mem_kv", {"ffn=none", "attn_mem_kv=384"}}};
-  const int64_t seeds = c_.quick ? 1 : 3, steps = this->steps(c_.quick ? 150 : 600);
+  const int64_t seeds = config_.quick ? 1 : 3, steps = this->steps(config_.quick ? 150 : 600);
   json runs = json::array();
   std::vector<std::vector<std::string>> rows;
   std::ostringstream data;  // one row per kind: index bpc_mean bpc_min bpc_max tokens_per_s
@@ -109,7 +109,7 @@ ExperimentResult Experiment::lm() {
       "feed-forward layer and 384 learned key-value pairs in attention (`attn_mem_kv`). "
       "Validation bits per character (mean [min, max] over seeds) and training tokens per "
       "second on this machine.\n\n{}\n![lm](lm.png)\n",
-      c_.quick ? " --quick" : "", steps, seeds,
+      config_.quick ? " --quick" : "", steps, seeds,
       markdown_table({"ffn", "parameters", "val bits / char", "tokens / s"}, rows));
   return out;
 }

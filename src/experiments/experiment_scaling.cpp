@@ -77,15 +77,15 @@ std::vector<CapacityPoint> capacity_points(const ScalingPlan& plan) {
     CapacityPoint p{
         store, variable, value, d, beta, theory_capacity(StoreSpec::parse(store, beta), d), {}};
     if (p.theory && *p.theory <= plan.probe_limit) {
-      ProbeConfig pc;
-      pc.stores = {store};
-      pc.d_k = pc.d_v = d;
-      pc.beta = beta;
-      pc.trials = plan.trials;
-      pc.queries = plan.queries;
-      pc.rules = {};
-      pc.seed = static_cast<uint64_t>(pts.size());
-      const auto r = run_probe(pc);
+      ProbeConfig probing;
+      probing.stores = {store};
+      probing.d_k = probing.d_v = d;
+      probing.beta = beta;
+      probing.trials = plan.trials;
+      probing.queries = plan.queries;
+      probing.rules = {};
+      probing.seed = static_cast<uint64_t>(pts.size());
+      const auto r = run_probe(probing);
       p.probe = r.stores.front().capacity.rms;
     }
     pts.push_back(p);
@@ -180,26 +180,26 @@ Fits fit_capacities(const std::vector<CapacityPoint>& pts) {
 // The per-M ISR of outer product and least squares against their closed forms, as JSON and
 // table rows.
 std::pair<json, std::vector<std::vector<std::string>>> isr_table(const ScalingPlan& plan) {
-  ProbeConfig pc;
-  pc.stores = {"outer_product", "least_squares"};
-  pc.m = {16, 64, 256, 1024, 4096, 16384};
-  pc.trials = plan.trials;
-  pc.queries = plan.queries;
-  pc.rules = {};
-  const auto isr = run_probe(pc);
+  ProbeConfig probing;
+  probing.stores = {"outer_product", "least_squares"};
+  probing.m = {16, 64, 256, 1024, 4096, 16384};
+  probing.trials = plan.trials;
+  probing.queries = plan.queries;
+  probing.rules = {};
+  const auto isr = run_probe(probing);
   json table = json::array();
   std::vector<std::vector<std::string>> rows;
-  for (size_t i = 0; i < pc.m.size(); ++i) {
-    const double M = static_cast<double>(pc.m[i]), d = static_cast<double>(pc.d_k);
+  for (size_t i = 0; i < probing.m.size(); ++i) {
+    const double M = static_cast<double>(probing.m[i]), d = static_cast<double>(probing.d_k);
     const double outer = std::sqrt((M - 1) / d), ls = M <= d ? 0.0 : std::sqrt(M / d - 1);
     const double outer_probe = isr.stores[0].curve[i].isr.rms,
                  ls_probe = isr.stores[1].curve[i].isr.rms;
-    table.push_back({{"M", pc.m[i]},
+    table.push_back({{"M", probing.m[i]},
                      {"outer_product_closed_form", outer},
                      {"outer_product_probe", outer_probe},
                      {"least_squares_closed_form", ls},
                      {"least_squares_probe", ls_probe}});
-    rows.push_back({std::to_string(pc.m[i]), fmt::format("{:.4g}", outer),
+    rows.push_back({std::to_string(probing.m[i]), fmt::format("{:.4g}", outer),
                     fmt::format("{:.4g}", outer_probe), fmt::format("{:.4g}", ls),
                     fmt::format("{:.4g}", ls_probe)});
   }
@@ -254,7 +254,7 @@ std::string scaling_plot_script(const std::string& f) {
 }  // namespace
 
 ExperimentResult Experiment::scaling() {
-  const ScalingPlan plan(c_.quick);
+  const ScalingPlan plan(config_.quick);
   const std::vector<CapacityPoint> pts = capacity_points(plan);
   const Fits fits = fit_capacities(pts);
   const auto [table, isr_rows] = isr_table(plan);
@@ -281,7 +281,8 @@ ExperimentResult Experiment::scaling() {
       "Per-M RMS ISR of the outer-product and least-squares stores at d_k = 64: the closed forms "
       "sqrt((M - 1) / d) and sqrt(M / d - 1) (0 up to d) beside the probe.\n\n{}\n"
       "![scaling](scaling.png)\n",
-      c_.quick ? " --quick" : "", plan.trials, plan.queries, plan.probe_limit, plan.dims.back(),
+      config_.quick ? " --quick" : "", plan.trials, plan.queries, plan.probe_limit,
+      plan.dims.back(),
       markdown_table(
           {"store", "variable", "essay's form", "essay slope", "theory slope", "probe slope"},
           fits.rows),

@@ -87,10 +87,10 @@ std::string sharpness_plot_script(const std::string& f) {
 ExperimentResult Experiment::sharpness() {
   // the default also goes past 8, where the logits of a trained head saturate
   std::vector<double> scales = {0.25, 0.5, 1, 2, 4, 8};
-  if (!c_.quick) scales.push_back(32);
-  const int64_t seeds = c_.quick ? 1 : 3;
+  if (!config_.quick) scales.push_back(32);
+  const int64_t seeds = config_.quick ? 1 : 3;
   // mqar-tiny's own budget (it recalls by step 250 at the standard scale); quick: half of it
-  const int64_t steps = this->steps(c_.quick ? 500 : 1000);
+  const int64_t steps = this->steps(config_.quick ? 500 : 1000);
   json points = json::array();
   std::ostringstream data;  // index 0: one row per run; index 1: the means per scale
   std::vector<std::vector<std::string>> rows;
@@ -140,7 +140,7 @@ ExperimentResult Experiment::sharpness() {
       "gradient norm is || dL/dz || over every attention logit z of a training batch, the "
       "entropy the mean softmax entropy per query (uniform attention in brackets), at "
       "initialisation and after training.\n\n{}\n![sharpness](beta_sweep.png)\n",
-      c_.quick ? " --quick" : "", steps, seeds,
+      config_.quick ? " --quick" : "", steps, seeds,
       markdown_table({"attn_scale", "accuracy", "steps to 99 %", "grad norm init", "entropy init",
                       "grad norm trained", "entropy trained"},
                      rows));

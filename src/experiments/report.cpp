@@ -83,21 +83,23 @@ const char* essay_capacity(const std::string& store) {
 
 class Report {
  public:
-  explicit Report(const ReportConfig& c) : c_(c), t0_(std::chrono::steady_clock::now()) {}
+  explicit Report(const ReportConfig& c) : config_(c), t0_(std::chrono::steady_clock::now()) {}
 
   void step(const std::string& what) {
-    if (c_.run.stop)
-      if (int s = c_.run.stop(0)) throw StopRequested(s, "before " + what);
+    if (config_.run.stop)
+      if (int s = config_.run.stop(0)) throw StopRequested(s, "before " + what);
     ++step_;
-    if (c_.run.progress)
+    if (config_.run.progress)
       fmt::print(stderr, "report [{}/11] {} ({:.0f} s so far)\n", step_, what, elapsed());
   }
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
-  std::string path(const std::string& name) const { return (fs::path(c_.out_dir) / name).string(); }
+  std::string path(const std::string& name) const {
+    return (fs::path(config_.out_dir) / name).string();
+  }
   std::string run_dir(const std::string& name) const {
-    return (fs::path(c_.out_dir) / "runs" / name).string();
+    return (fs::path(config_.out_dir) / "runs" / name).string();
   }
 
   std::string theory() {
@@ -118,10 +120,10 @@ class Report {
   }
 
   std::string probe() {
-    step(fmt::format("probe ({} trials)", c_.probe_trials));
-    ProbeConfig pc;
-    pc.trials = c_.probe_trials;
-    const ProbeResult r = run_probe(pc);
+    step(fmt::format("probe ({} trials)", config_.probe_trials));
+    ProbeConfig probing;
+    probing.trials = config_.probe_trials;
+    const ProbeResult r = run_probe(probing);
     write_file_atomic(path("probe.json"), probe_json(r));
     write_probe_plot(r, path("probe.png"));
     MdTable t{
@@ -162,28 +164,28 @@ class Report {
         "theory gives E[ISR^2].\n\n{}\n"
         "Softmax ISR under each sharpness rule (median, theory RMS in brackets), L = {}, "
         "beta_0 = {}:\n\n{}\n![probe](probe.png)\n",
-        c_.probe_trials, r.seconds, r.config.trials, r.config.queries, t.str(), r.config.ref_len,
-        r.config.beta, rules.str());
+        config_.probe_trials, r.seconds, r.config.trials, r.config.queries, t.str(),
+        r.config.ref_len, r.config.beta, rules.str());
   }
 
   std::string extrapolate_section() {
     step(fmt::format("mqar-extrapolate under each beta rule ({} steps, {} seed(s) each)",
-                     c_.mqar_steps, c_.mqar_seeds));
+                     config_.mqar_steps, config_.mqar_seeds));
     ExtrapolateRuns runs;
     runs.train_config = "mqar-extrapolate";
-    runs.sets = {fmt::format("steps={}", c_.mqar_steps)};
+    runs.sets = {fmt::format("steps={}", config_.mqar_steps)};
     // the runs of the extrapolation experiment (section 11), which reads them again
-    runs.out_dir = run_dir(fmt::format("mqar-extrapolate-{}", c_.mqar_steps));
-    runs.seeds = c_.mqar_seeds;
-    runs.rules = c_.mqar_rules;
-    runs.run = c_.run;
-    ExtrapolateConfig ec;
-    ec.lengths = c_.extrapolate_lengths;
-    ec.pairs = PairsAtLength::kGrow;
-    ec.none_also = {BetaRule::kQwen, BetaRule::kYarn};
-    ec.batches = c_.extrapolate_batches;
-    ec.device = c_.run.device;
-    const auto points = train_and_extrapolate(runs, ec);
+    runs.out_dir = run_dir(fmt::format("mqar-extrapolate-{}", config_.mqar_steps));
+    runs.seeds = config_.mqar_seeds;
+    runs.rules = config_.mqar_rules;
+    runs.run = config_.run;
+    ExtrapolateConfig extrapolation;
+    extrapolation.lengths = config_.extrapolate_lengths;
+    extrapolation.pairs = PairsAtLength::kGrow;
+    extrapolation.none_also = rules_equal_to_none_within_training_length();
+    extrapolation.batches = config_.extrapolate_batches;
+    extrapolation.device = config_.run.device;
+    const auto points = train_and_extrapolate(runs, extrapolation);
     write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
     // the means are over the runs that learned (accuracy >= 0.9 at 1x under their own rule)
     const std::vector<std::string> failed = unlearned_runs(points);
@@ -200,7 +202,7 @@ class Report {
         return p.checkpoint == f && p.multiple == 1;
       });
       left_out += fmt::format("{}`{}` ({:.3f})", left_out.empty() ? "" : ", ",
-                              fs::relative(f, c_.out_dir).string(), a->accuracy);
+                              fs::relative(f, config_.out_dir).string(), a->accuracy);
     }
     const auto curves = extrapolate_curves(learned);
     MdTable t{{"trained", "evaluated", "runs"}, {}};
@@ -231,20 +233,21 @@ class Report {
         "up to L.\n\n{}\n"
         "Runs left out, not having learned at 1x (accuracy): {}.\n\n"
         "![extrapolate](extrapolate.png)\n",
-        c_.mqar_steps, c_.mqar_seeds, fmt::join(ec.lengths, ","), ec.lengths.back(), ec.batches,
-        t.str(), left_out.empty() ? "none" : left_out);
+        config_.mqar_steps, config_.mqar_seeds, fmt::join(extrapolation.lengths, ","),
+        extrapolation.lengths.back(), extrapolation.batches, t.str(),
+        left_out.empty() ? "none" : left_out);
   }
 
   std::string inspect_section() {
     step("inspect of the mqar run trained with rule none");
     Restored r = restore(none_run_);
-    InspectConfig ic;
-    ic.lengths = c_.inspect_lengths;
+    InspectConfig inspection;
+    inspection.lengths = config_.inspect_lengths;
     // ssmax at evaluation of a model trained without it starts at its initial scale: su again
-    ic.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
-    ic.batches = c_.extrapolate_batches;
-    ic.pairs = PairsAtLength::kGrow;
-    const InspectResult result = inspect(r, ic, none_run_);
+    inspection.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
+    inspection.batches = config_.extrapolate_batches;
+    inspection.pairs = PairsAtLength::kGrow;
+    const InspectResult result = inspect(r, inspection, none_run_);
     write_file_atomic(path("inspect.json"), inspect_json(result));
     write_inspect_plot(result, path("inspect.png"));
     return fmt::format(
@@ -254,23 +257,23 @@ class Report {
         "(key, value, or the next key's position, where a first-layer head gathers both); "
         "ablated is the accuracy with the head's output zeroed.\n\n```\n{}```\n\n"
         "![inspect](inspect.png)\n",
-        fs::relative(none_run_, c_.out_dir).string(), fmt::join(ic.lengths, ","),
+        fs::relative(none_run_, config_.out_dir).string(), fmt::join(inspection.lengths, ","),
         inspect_table(result));
   }
 
   std::string fit_section() {
-    step(fmt::format("fit (widths {})", fmt::join(c_.fit_widths, ", ")));
+    step(fmt::format("fit (widths {})", fmt::join(config_.fit_widths, ", ")));
     MdTable t{{"kind", "width N", "parameters", "fitted M", "bits / param", "constructed",
                "random-key theory", "fitted / constructed"},
               {}};
     nlohmann::json all = nlohmann::json::array();
     std::vector<FitResult> results;
     for (const char* kind : {"mlp-relu", "mlp-relu2", "glu-silu", "learned_kv"})
-      for (int64_t width : c_.fit_widths) {
+      for (int64_t width : config_.fit_widths) {
         FitConfig fc;
         fc.kind = fit_kind_from_string(kind);
         fc.width = width;
-        fc.steps = c_.fit_steps;
+        fc.steps = config_.fit_steps;
         const FitResult r = fit_capacity(fc);
         all.push_back(nlohmann::json::parse(fit_json(r)));
         t.rows.push_back(
@@ -290,11 +293,11 @@ class Report {
         ">= 99 % recalled (nearest value among M), found by bisection. Constructed: N memories "
         "written as keys and values, min(N, random-key theory). Bits per parameter count "
         "M log2 M.\n\n{}\n![fit](fit.png)\n",
-        c_.fit_steps, t.str());
+        config_.fit_steps, t.str());
   }
 
   std::string facts_section() {
-    step(fmt::format("facts: mlp against learned_kv ({} steps each)", c_.facts_steps));
+    step(fmt::format("facts: mlp against learned_kv ({} steps each)", config_.facts_steps));
     MdTable t{{"ffn", "parameters", "accuracy", "bits stored", "bits / param", "FFN keys",
                "key ISR median", "keys with ISR < 1", "random-key theory"},
               {}};
@@ -303,10 +306,10 @@ class Report {
         {"mlp", {}}, {"learned_kv", {"ffn=learned_kv", "ffn_slots=96"}}};
     for (const auto& [name, sets] : runs) {
       auto all_sets = sets;
-      all_sets.push_back(fmt::format("steps={}", c_.facts_steps));
+      all_sets.push_back(fmt::format("steps={}", config_.facts_steps));
       const TrainConfig tc = train_config_from_file("facts-tiny", all_sets);
-      const std::string dir = run_dir(fmt::format("facts-{}-{}", name, c_.facts_steps));
-      const TrainResult tr = train_run(tc, dir, c_.run);
+      const std::string dir = run_dir(fmt::format("facts-{}-{}", name, config_.facts_steps));
+      const TrainResult tr = train_run(tc, dir, config_.run);
       Restored r = restore(dir);
       const InspectResult ir = inspect(r, InspectConfig{}, dir);
       const auto& f = ir.ffn.front();
@@ -328,19 +331,19 @@ class Report {
         "ffn_slots=96`): 8192 random (subject, relation) -> object facts, 5 bits each, in a "
         "one-layer model; bits stored = facts x (5 - cross-entropy in bits). Each FFN is then "
         "read as a store (`recall inspect`): its keys queried through its own weights.\n\n{}",
-        c_.facts_steps, t.str());
+        config_.facts_steps, t.str());
   }
 
   // Sections 7 on: the experiments of recall experiment, into this folder (the extrapolation one
   // reuses the runs of section 3).
   std::string experiment_section(int number, const std::string& name) {
     step("experiment " + name);
-    ExperimentConfig ec;
-    ec.name = name;
-    ec.out_dir = c_.out_dir;
-    ec.quick = c_.quick;
-    ec.run = c_.run;
-    const ExperimentResult r = run_experiment(ec);
+    ExperimentConfig experiment;
+    experiment.name = name;
+    experiment.out_dir = config_.out_dir;
+    experiment.quick = config_.quick;
+    experiment.run = config_.run;
+    const ExperimentResult r = run_experiment(experiment);
     return fmt::format("## {}. {}\n\n{}", number, r.title, r.markdown);
   }
 
@@ -377,7 +380,7 @@ class Report {
         1100, 640);
   }
 
-  const ReportConfig& c_;
+  const ReportConfig& config_;
   std::chrono::steady_clock::time_point t0_;
   int step_ = 0;
   std::string none_run_;

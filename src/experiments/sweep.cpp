@@ -244,7 +244,7 @@ void claim_folder(const SweepConfig& c) {
 class Scheduler {
  public:
   Scheduler(const SweepConfig& c, const std::vector<Axis>& axes, const std::vector<Point>& points)
-      : c_(c), axes_(axes), points_(points), out_(c.out) {
+      : config_(c), axes_(axes), points_(points), out_(c.out) {
     for (const auto& p : points) states_.push_back(read_state(out_ / p.name, p.steps));
     write_summary(out_, axes_, points_, states_);
     program_ = c.program.empty() ? fs::read_symlink("/proc/self/exe").string() : c.program;
@@ -255,10 +255,10 @@ class Scheduler {
   }
 
   SweepResult run() {
-    if (c_.progress)
+    if (config_.progress)
       fmt::print(stderr,
                  "sweep: {} runs in {}, {} finished already; {} at a time, {} thread{} each\n",
-                 points_.size(), c_.out, points_.size() - todo_.size(), jobs_, threads_,
+                 points_.size(), config_.out, points_.size() - todo_.size(), jobs_, threads_,
                  threads_ == 1 ? "" : "s");
     SignalRelay signals;  // the runs lead their own process groups: signals reach them from here
     while ((!stopping_ && next_ < todo_.size()) || !running_.empty()) {
@@ -293,8 +293,8 @@ class Scheduler {
     fs::create_directories(dir);
     const bool resume = fs::exists(checkpoint_path(dir.string()));
     std::vector<std::string> argv = {program_, "--threads", std::to_string(threads_),
-                                     "train",  "--config",  c_.config};
-    for (const auto& s : c_.sets) argv.insert(argv.end(), {"--set", s});
+                                     "train",  "--config",  config_.config};
+    for (const auto& s : config_.sets) argv.insert(argv.end(), {"--set", s});
     for (const auto& [k, v] : p.keys) argv.insert(argv.end(), {"--set", k + "=" + v});
     argv.insert(argv.end(), {"--out", dir.string()});
     if (resume) argv.push_back("--resume");
@@ -305,7 +305,7 @@ class Scheduler {
     options.own_group = true;  // signals reach it through the sweep
     running_[spawn(argv, options).pid] = i;
     started_[i] = std::chrono::steady_clock::now();
-    if (c_.progress)
+    if (config_.progress)
       fmt::print(stderr, "sweep: {} {}\n", p.name,
                  resume ? fmt::format("resumes from step {}",
                                       states_[i].train ? states_[i].train->step : 0)
@@ -322,7 +322,7 @@ class Scheduler {
                                       last_line(dir / "train.log"), (dir / "train.log").string()));
     }
     write_summary(out_, axes_, points_, states_);
-    if (!c_.progress) return;
+    if (!config_.progress) return;
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_[i]).count();
     const auto& s = states_[i];
@@ -340,13 +340,13 @@ class Scheduler {
     for (const auto& [child, i] : running_) children.push_back(child);
     if (const int sig = signals.relay(children); sig && !stopping_) {
       stopping_ = sig;
-      if (c_.progress)
+      if (config_.progress)
         fmt::print(stderr, "sweep: signal {}: stopping {} run{} after a checkpoint\n", stopping_,
                    running_.size(), running_.size() == 1 ? "" : "s");
     }
   }
 
-  const SweepConfig& c_;
+  const SweepConfig& config_;
   const std::vector<Axis>& axes_;
   const std::vector<Point>& points_;
   const fs::path out_;

@@ -20,9 +20,9 @@ namespace {
 
 using Kind = PickleValue::Kind;
 
-class Machine {
+class Unpickler {
  public:
-  Machine(std::string_view bytes, const StorageLoader& storage, const std::string& source)
+  Unpickler(std::string_view bytes, const StorageLoader& storage, const std::string& source)
       : b_(bytes),
         source_(source),
         objects_(storage, source, [this](const std::string& why) { return refuse(why); }) {}
@@ -431,7 +431,7 @@ std::string first_line(const std::string& s) {
 
 PickleRef unpickle(std::string_view bytes, const StorageLoader& storage,
                    const std::string& source) {
-  return Machine(bytes, storage, source).run();
+  return Unpickler(bytes, storage, source).run();
 }
 
 PickleRef read_torch_file(const std::string& path) {

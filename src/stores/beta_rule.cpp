@@ -92,6 +92,17 @@ const std::vector<BetaRule>& all_beta_rules() {
   return rules;
 }
 
+const std::vector<BetaRule>& rules_equal_to_none_within_training_length() {
+  static const std::vector<BetaRule> rules = [] {
+    std::vector<BetaRule> out;
+    for (const BetaRuleRow& r : beta_rules())
+      if (!r.takes_c && r.none_up_to_training_length && r.kind != BetaRuleKind::kNone)
+        out.push_back({r.kind, 0});
+    return out;
+  }();
+  return rules;
+}
+
 std::string beta_rule_names() {
   std::string out;
   for (const BetaRuleRow& r : beta_rules())

@@ -14,37 +14,16 @@
 #include <sstream>
 #include <string>
 
-#include "test_paths.h"
+#include "shell_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-CliRun run(const std::string& args, const fs::path& dir) {
-  const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd =
-      recall::test::recall_binary() + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-fs::path fresh_dir(const std::string& name) {
-  // per process: test runs of other checkouts may share the temporary folder
-  const fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using recall::test::fresh_dir;
+using recall::test::read_text;
+using recall::test::run_shell;
+using recall::test::ShellRun;
 
 // Every key whose value is null somewhere in `j`.
 void null_keys(const nlohmann::json& j, const std::string& key, std::set<std::string>& out) {
@@ -96,19 +75,19 @@ TEST(CliLimits, WorkOverTheRamLimitIsRefusedUpFront) {
       {"fit --max-memory -1G", "--max-memory -1G"},
   };
   for (const auto& c : cases) {
-    const CliRun r = run(c.args, dir);
+    const ShellRun r = run_shell(c.args);
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
   }
-  const CliRun huge = run(cases[0].args, dir);
+  const ShellRun huge = run_shell(cases[0].args);
   EXPECT_NE(huge.err.find("needs an estimated"), std::string::npos) << huge.err;
   EXPECT_NE(huge.err.find("activations for batch 65536 x 65536 tokens"), std::string::npos)
       << huge.err;
   for (const char* f : {"huge", "small", "p.json", "f.json"})
     EXPECT_FALSE(fs::exists(dir / f)) << f;
   // under the limit it runs
-  const CliRun ok = run("fit --kind linear --width 4 --dk 8 --steps 5 --max-memory 1G", dir);
+  const ShellRun ok = run_shell("fit --kind linear --width 4 --dk 8 --steps 5 --max-memory 1G");
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
@@ -119,27 +98,26 @@ TEST(CliJson, EveryCommandWritesStrictJson) {
   const auto f = [&](const char* name) { return (dir / name).string(); };
   const std::set<std::string> none;
 
-  CliRun r = run("theory --beta 200 --json " + f("theory.json"), dir);
+  ShellRun r = run_shell("theory --beta 200 --json " + f("theory.json"));
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_clean_json(slurp(f("theory.json")), {"capacity", "capacity_gaussian"}, "theory");
-  r = run("theory --beta 200 --json", dir);
+  expect_clean_json(read_text(f("theory.json")), {"capacity", "capacity_gaussian"}, "theory");
+  r = run_shell("theory --beta 200 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   expect_clean_json(r.out, {"capacity", "capacity_gaussian"}, "theory (stdout)");
 
-  r =
-      run("probe --stores outer_product,least_squares,relu,exp2,softmax --m 16,64 --trials 2 "
-          "--queries 16 --rule-m-max 2048 --beta 200 --threads 1 --quiet --json " +
-              f("probe.json"),
-          dir);
+  r = run_shell(
+      "probe --stores outer_product,least_squares,relu,exp2,softmax --m 16,64 --trials 2 "
+      "--queries 16 --rule-m-max 2048 --beta 200 --threads 1 --quiet --json " +
+      f("probe.json"));
   ASSERT_EQ(r.code, 0) << r.err;
   // capacities that the grid or the theory do not reach
-  expect_clean_json(slurp(f("probe.json")),
+  expect_clean_json(read_text(f("probe.json")),
                     {"median", "low", "high", "rms", "rms_sem", "theory", "theory_rms"}, "probe");
 
-  r = run("fit --kind mlp-relu2 --width 4 --dk 8 --steps 20 --threads 1 --json " + f("fit.json"),
-          dir);
+  r = run_shell("fit --kind mlp-relu2 --width 4 --dk 8 --steps 20 --threads 1 --json " +
+                f("fit.json"));
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_clean_json(slurp(f("fit.json")),
+  expect_clean_json(read_text(f("fit.json")),
                     {"constructed_store", "theory_capacity", "constructed_capacity"}, "fit");
 
   const std::string sets =
@@ -147,25 +125,23 @@ TEST(CliJson, EveryCommandWritesStrictJson) {
       "eval_batches=1 "
       "--set "
       "log_every=1 --set peak_flops=1e12 --threads 1";
-  r = run("train " + sets + " --out " + f("run"), dir);
+  r = run_shell("train " + sets + " --out " + f("run"));
   ASSERT_EQ(r.code, 0) << r.err;
   expect_clean_json(last_line(r.out), none, "train summary");
-  std::istringstream metrics(slurp(f("run/metrics.jsonl")));
+  std::istringstream metrics(read_text(f("run/metrics.jsonl")));
   for (std::string line; std::getline(metrics, line);) expect_clean_json(line, none, "metrics");
 
-  r = run("eval --checkpoint " + f("run") + " --seq-len 64 --rule su --threads 1", dir);
+  r = run_shell("eval --checkpoint " + f("run") + " --seq-len 64 --rule su --threads 1");
   ASSERT_EQ(r.code, 0) << r.err;
   expect_clean_json(last_line(r.out), none, "eval");
 
-  r = run("extrapolate --checkpoints " + f("run") +
-              " --lengths 1,2 --batches 1 --threads 1 --json " + f("x.json"),
-          dir);
+  r = run_shell("extrapolate --checkpoints " + f("run") +
+                " --lengths 1,2 --batches 1 --threads 1 --json " + f("x.json"));
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_clean_json(slurp(f("x.json")), none, "extrapolate");
+  expect_clean_json(read_text(f("x.json")), none, "extrapolate");
 
-  r = run("inspect --checkpoint " + f("run") + " --lengths 1,2 --batches 1 --threads 1 --json " +
-              f("i.json"),
-          dir);
+  r = run_shell("inspect --checkpoint " + f("run") +
+                " --lengths 1,2 --batches 1 --threads 1 --json " + f("i.json"));
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_clean_json(slurp(f("i.json")), {"theory_capacity"}, "inspect");
+  expect_clean_json(read_text(f("i.json")), {"theory_capacity"}, "inspect");
 }

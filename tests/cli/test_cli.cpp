@@ -11,51 +11,22 @@
 #include <string>
 #include <utility>
 
-#include "test_paths.h"
+#include "shell_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs `recall args` with stdout and stderr captured, after `env` (NAME=value ... or "").
-CliRun run(const std::string& args, const std::string& env = "") {
-  const fs::path dir = fs::temp_directory_path();
-  const std::string pid = std::to_string(getpid());
-  const std::string out = (dir / ("recall_cli_out_" + pid + ".txt")).string(),
-                    err = (dir / ("recall_cli_err_" + pid + ".txt")).string();
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + recall::test::recall_binary() +
-                          " " + args + " >" + out + " 2>" + err;
-  CliRun r;
-  const int status = std::system(cmd.c_str());
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  // per process: test runs of other checkouts may share the temporary folder
-  const fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using recall::test::fresh_dir;
+using recall::test::run_shell;
+using recall::test::ShellRun;
 
 }  // namespace
 
 TEST(Cli, TheoryPrintsCapacitiesAndJson) {
   const auto dir = fresh_dir("recall_cli_theory");
   const auto json_path = (dir / "t.json").string();
-  const CliRun r = run("theory --dk 64 --beta 8 --json " + json_path);
+  const ShellRun r = run_shell("theory --dk 64 --beta 8 --json " + json_path);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("relu2"), std::string::npos);
   std::ifstream in(json_path);
@@ -67,18 +38,18 @@ TEST(Cli, TheoryPrintsCapacitiesAndJson) {
   EXPECT_DOUBLE_EQ(cap["least_squares"], 128.0);
   EXPECT_NEAR(cap["relu2"], 2817.0, 1e-6);
   EXPECT_NEAR(cap["softmax"] / 1.2e6, 1.06, 0.02);
-  const CliRun alone = run("theory --json");  // JSON on stdout
+  const ShellRun alone = run_shell("theory --json");  // JSON on stdout
   ASSERT_EQ(alone.code, 0) << alone.err;
   EXPECT_EQ(nlohmann::json::parse(alone.out), j);
 }
 
 TEST(Cli, ProbeWritesJsonCsvAndPlot) {
   const auto dir = fresh_dir("recall_cli_probe");
-  const CliRun r =
-      run("probe --stores relu,softmax --m 16,64,256 --trials 2 --queries 32 --rule-m-max 4096 "
-          "--threads 1 --json " +
-          (dir / "p.json").string() + " --csv " + (dir / "p.csv").string() + " --plot " +
-          (dir / "p.png").string());
+  const ShellRun r = run_shell(
+      "probe --stores relu,softmax --m 16,64,256 --trials 2 --queries 32 --rule-m-max 4096 "
+      "--threads 1 --json " +
+      (dir / "p.json").string() + " --csv " + (dir / "p.csv").string() + " --plot " +
+      (dir / "p.png").string());
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream in(dir / "p.json");
   const auto j = nlohmann::json::parse(in);
@@ -97,9 +68,9 @@ TEST(Cli, ProbeWritesJsonCsvAndPlot) {
 TEST(Cli, BenchProbeBesideBusyNeighbours) {
   // The busy runs are the same probe again beside one spinning process (gone afterwards), in
   // rounds of idle then busy runs whose median slowdown is reported beside each round's.
-  const CliRun r =
-      run("--threads 2 bench probe --stores relu --m 16,64 --no-rules --trials 1 --busy 1 "
-          "--busy-train-steps 0 --busy-rounds 3");
+  const ShellRun r = run_shell(
+      "--threads 2 bench probe --stores relu --m 16,64 --no-rules --trials 1 --busy 1 "
+      "--busy-train-steps 0 --busy-rounds 3");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["busy_neighbours"], 1);
@@ -111,9 +82,9 @@ TEST(Cli, BenchProbeBesideBusyNeighbours) {
   EXPECT_EQ(j["busy_slowdown"].get<double>(), x[1]);
   EXPECT_GT(j["profile_s"]["accumulate"].get<double>(), 0.0);
   EXPECT_FALSE(j.contains("busy_train_slowdown"));
-  EXPECT_EQ(run("bench probe --busy -1").code, 2);
-  EXPECT_EQ(run("bench probe --busy 1 --busy-rounds 0").code, 2);
-  EXPECT_EQ(run("bench probe --peer /nonexistent/peer_probe.py").code, 2);
+  EXPECT_EQ(run_shell("bench probe --busy -1").code, 2);
+  EXPECT_EQ(run_shell("bench probe --busy 1 --busy-rounds 0").code, 2);
+  EXPECT_EQ(run_shell("bench probe --peer /nonexistent/peer_probe.py").code, 2);
 }
 
 TEST(Cli, BadInputIsOneLineExitTwoAndNoFile) {
@@ -135,7 +106,7 @@ TEST(Cli, BadInputIsOneLineExitTwoAndNoFile) {
       {"report --quick --out /proc/recall-report", "/proc"},
   };
   for (const auto& [args, needle] : cases) {
-    const CliRun r = run(args);
+    const ShellRun r = run_shell(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
@@ -219,7 +190,7 @@ TEST(Cli, NewUsersBadInputIsOneLineExitTwoAndNoOutput) {
       {"probe --stores exp20 --beta 1000 --no-rules --json " + d + "/out", "exp20 at s = 1"},
   };
   for (const auto& c : cases) {
-    const CliRun r = run(c.args, c.env);
+    const ShellRun r = run_shell(c.args, c.env);
     EXPECT_EQ(r.code, 2) << c.env << " " << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
@@ -239,7 +210,7 @@ TEST(Cli, PlotOfARunWithNoRecordsDrawsEmptyPanels) {
   std::ofstream(dir / "bare" / "metrics.jsonl") << "{\"step\":1,\"loss\":1.0}\n";
   for (const std::string name : {"empty", "bare"}) {
     const auto png = dir / (name + ".png");
-    const CliRun r = run("plot " + (dir / name).string() + " --out " + png.string());
+    const ShellRun r = run_shell("plot " + (dir / name).string() + " --out " + png.string());
     EXPECT_EQ(r.code, 0) << name << "\n" << r.err;
     EXPECT_TRUE(fs::exists(png) && fs::file_size(png) > 1000u) << name;
   }

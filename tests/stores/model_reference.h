@@ -7,7 +7,7 @@
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/feed_forward.h"
 
-namespace recall::testing {
+namespace recall::test {
 
 // Rotates the pair (i, i + d/2) of a head vector at position t by t * 10000^(-2i/d).
 inline torch::Tensor rope_naive(const torch::Tensor& v, int64_t t) {
@@ -159,4 +159,4 @@ inline torch::Tensor feed_forward_naive(Store& f, const FeedForwardOptions& o,
   return y;
 }
 
-}  // namespace recall::testing
+}  // namespace recall::test

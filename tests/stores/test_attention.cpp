@@ -22,7 +22,7 @@ Attention make_attention(BetaRule rule, bool rope, int64_t mem_kv, int64_t seq_l
 // Largest absolute difference between the fast attention and the naive loops.
 double max_error(Attention& a, torch::ScalarType dtype) {
   auto x = torch::randn({2, 7, 8}, torch::kFloat64);
-  auto ref = testing::attention_naive(*a, x);
+  auto ref = test::attention_naive(*a, x);
   a->to(dtype);
   auto fast = a->forward(x.to(dtype)).to(torch::kFloat64);
   a->to(torch::kFloat64);
@@ -219,11 +219,11 @@ TEST(ModelAttention, HeadMaskIsStateThatOlderFilesLackAndLoadAsOnes) {
 TEST(ModelAttention, RuleNoneIsStandardScaledDotProductAttention) {
   auto a = make_attention(BetaRule::kNone, false, 0, 16);
   auto x = torch::randn({1, 5, 8}, torch::kFloat64);
-  auto qkv = testing::linear_naive(x, a->qkv).view({1, 5, 3, 2, 4}).permute({2, 0, 3, 1, 4});
+  auto qkv = test::linear_naive(x, a->qkv).view({1, 5, 3, 2, 4}).permute({2, 0, 3, 1, 4});
   auto logits = torch::matmul(qkv[0], qkv[1].transpose(-1, -2)) / 2.0;  // sqrt(d_head = 4)
   logits.masked_fill_(torch::ones({5, 5}, torch::kBool).triu(1), -INFINITY);
   auto y = torch::matmul(torch::softmax(logits, -1), qkv[2]).transpose(1, 2).reshape({1, 5, 8});
-  EXPECT_LT((a->forward(x) - testing::linear_naive(y, a->out)).abs().max().item<double>(), 1e-12);
+  EXPECT_LT((a->forward(x) - test::linear_naive(y, a->out)).abs().max().item<double>(), 1e-12);
 }
 
 TEST(ModelAttention, SsmaxStartsEqualToSuAndSetRuleAddsItsScale) {
@@ -322,7 +322,7 @@ TEST(ModelAttention, AttendAtAnOffsetIsTheWholeSequencesLaterRows) {
                               a->forward_incremental(x.narrow(1, 3, 1), kv),
                               a->forward_incremental(x.narrow(1, 4, 3), kv)},
                              1);
-    EXPECT_LT((pieces - testing::attention_naive(*a, x)).abs().max().item<double>(), 1e-12);
+    EXPECT_LT((pieces - test::attention_naive(*a, x)).abs().max().item<double>(), 1e-12);
   }
 }
 

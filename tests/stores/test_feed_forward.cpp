@@ -24,7 +24,7 @@ void expect_matches_naive(FeedForwardOptions options, const std::string& what) {
     for (auto& p : module->parameters()) p.normal_(0.0, 0.5);
   }
   auto x = torch::randn({2, 3, options.d_model()}, torch::kFloat64);  // (B, T, D)
-  auto ref = testing::feed_forward_naive(*f, options, x.reshape({6, options.d_model()}));
+  auto ref = test::feed_forward_naive(*f, options, x.reshape({6, options.d_model()}));
   auto fast = f->forward(x);
   ASSERT_EQ(fast.sizes(), x.sizes()) << what;
   // Tolerances: float64 sums of a few dozen terms, 1e-12; float32, 1e-4.

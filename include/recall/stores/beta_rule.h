@@ -67,6 +67,10 @@ std::string to_string(BetaRule rule);
 BetaRule beta_rule_from_string(const std::string& name);
 // The rules without a coefficient (log is a family: name one with its c).
 const std::vector<BetaRule>& all_beta_rules();
+// The rules without a coefficient, none aside, that leave beta unchanged up to the training length
+// (qwen, yarn): training under them is training under none, bit for bit, so a run trained under
+// none is read under them at longer lengths.
+const std::vector<BetaRule>& rules_equal_to_none_within_training_length();
 // The accepted names, for help: "none, su, qwen, yarn, ssmax, log:C".
 std::string beta_rule_names();
 
