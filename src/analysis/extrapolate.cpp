@@ -139,6 +139,24 @@ std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points) {
   return nlohmann::json{{"points", out}}.dump(2) + "\n";
 }
 
+std::vector<ExtrapolatePoint> read_extrapolate_json(const std::string& text,
+                                                    const std::string& source) {
+  std::vector<ExtrapolatePoint> out;
+  try {
+    for (const auto& p : nlohmann::json::parse(text).at("points"))
+      out.push_back({p.at("checkpoint").get<std::string>(),
+                     beta_rule_from_string(p.at("trained_rule").get<std::string>()),
+                     beta_rule_from_string(p.at("rule").get<std::string>()),
+                     p.at("multiple").get<int64_t>(), p.at("seq_len").get<int64_t>(),
+                     p.at("pairs").get<int64_t>(), p.at("accuracy").get<double>(),
+                     p.at("loss").get<double>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(
+        fmt::format("{}: not the points of recall extrapolate --json ({})", source, e.what()));
+  }
+  return out;
+}
+
 void write_extrapolate_plot(const std::vector<ExtrapolatePoint>& points, const std::string& path,
                             bool memories) {
   const auto curves = extrapolate_curves(points);

@@ -9,6 +9,7 @@
 #include "recall/core/enum_names.h"
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
+#include "recall/train/estimates.h"
 #include "recall/train/trainer.h"
 
 namespace recall {

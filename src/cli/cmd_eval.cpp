@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
+#include "recall/train/estimates.h"
 #include "recall/train/trainer.h"
 
 namespace recall::cli {

@@ -23,8 +23,13 @@ void add_experiment(CLI::App& root, Action& action) {
   auto* cmd = root.add_subcommand(
       "experiment", "run one of the essay's claims as an experiment; write its JSON and plot");
   cmd->add_option("name", o->name,
-                  "sharpness, scaling, facts, lm or extrapolation (the report runs them all)")
+                  fmt::format("{} (the report runs them all, in this order)",
+                              fmt::join(experiment_names(), ", ")))
       ->required();
+  std::string footer = "Experiments:";
+  for (const ExperimentRow& row : experiment_rows())
+    footer += fmt::format("\n  {:<14} {}", row.name, row.claim);
+  cmd->footer(footer);
   cmd->add_option("--out", o->out, "folder for the JSON, the plot and runs/")->required();
   cmd->add_flag("--quick", o->quick, "fewer points, seeds and steps (rough numbers)");
   cmd->add_option("--steps", o->steps, "training steps of every run (0: the experiment's own)")
@@ -56,9 +61,10 @@ void add_experiment(CLI::App& root, Action& action) {
       return run_stoppable(
           [&] {
             const ExperimentResult r = run_experiment(config);
-            fmt::print("# {}\n\n{}\n{}\n{}\n({:.0f} s)\n", r.title, r.markdown,
-                       (std::filesystem::path(config.out_dir) / r.json).string(),
-                       (std::filesystem::path(config.out_dir) / r.plot).string(), r.seconds);
+            const std::filesystem::path out(config.out_dir);
+            fmt::print("# {}\n\n{}\n{}\n{}({:.0f} s)\n", r.title, r.markdown,
+                       (out / r.json).string(),
+                       r.plot.empty() ? "" : (out / r.plot).string() + "\n", r.seconds);
             return 0;
           },
           "the same command resumes the runs in --out");

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
+#include "recall/train/estimates.h"
 #include "recall/train/metrics.h"
 #include "recall/train/trainer.h"
 

@@ -12,6 +12,7 @@
 #include "recall/ops/gemm.h"
 #include "recall/ops/peak_flops.h"
 #include "recall/train/distributed.h"
+#include "recall/train/estimates.h"
 #include "recall/train/trainer.h"
 
 namespace recall {

@@ -13,6 +13,7 @@
 
 #include "recall/core/io.h"
 #include "recall/experiments/experiments.h"
+#include "recall/experiments/extrapolate_runs.h"
 #include "recall/experiments/report.h"
 #include "recall/train/trainer.h"
 
@@ -72,6 +73,13 @@ class Experiment {
     write_file_atomic(path(name), j.dump(2) + "\n");
   }
 
+  // One per row of experiment_rows(), in its order; each in experiment_<name>.cpp.
+  ExperimentResult theory();
+  ExperimentResult probe();
+  ExperimentResult mqar();
+  ExperimentResult heads();
+  ExperimentResult fit();
+  ExperimentResult facts_kv();
   ExperimentResult sharpness();
   ExperimentResult scaling();
   ExperimentResult facts();
@@ -87,6 +95,24 @@ class Experiment {
 
 inline std::string opt_num(const std::optional<double>& x, const char* f = "{:.4g}") {
   return x ? fmt::format(fmt::runtime(f), *x) : "—";
+}
+
+// The runs of a recipe trained for length extrapolation, set up the one way every experiment sets
+// them up: `recipe` with `sets` at `steps`, `seeds` per rule, under
+// runs_dir/<recipe><tag>-<steps> (a folder per rule and seed), trained with `context`.
+inline ExtrapolateRuns extrapolation_runs(const std::string& runs_dir, const std::string& recipe,
+                                          const std::string& tag, std::vector<std::string> sets,
+                                          int64_t steps, int64_t seeds, std::vector<BetaRule> rules,
+                                          const RunContext& context) {
+  ExtrapolateRuns runs;
+  runs.train_config = recipe;
+  runs.sets = std::move(sets);
+  runs.sets.push_back(fmt::format("steps={}", steps));
+  runs.out_dir = (fs::path(runs_dir) / fmt::format("{}{}-{}", recipe, tag, steps)).string();
+  runs.seeds = seeds;
+  runs.rules = std::move(rules);
+  runs.run = context;
+  return runs;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -74,16 +74,9 @@ struct Curve {
 void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int64_t>& lengths,
                  const std::string& runs_dir, const std::string& out_dir, const RunContext& context,
                  std::vector<Curve>& curves, json& points) {
-  ExtrapolateRuns runs;
-  runs.train_config = "mqar-extrapolate";
-  runs.sets = v.sets;
-  runs.sets.push_back(fmt::format("steps={}", rc.mqar_steps));
-  runs.out_dir = (fs::path(runs_dir) / fmt::format("mqar-extrapolate{}-{}",
-                                                   v.name == "rope" ? "-rope" : "", rc.mqar_steps))
-                     .string();
-  runs.seeds = v.seeds;
-  runs.rules = v.rules;
-  runs.run = context;
+  const ExtrapolateRuns runs =
+      extrapolation_runs(runs_dir, "mqar-extrapolate", v.name == "rope" ? "-rope" : "", v.sets,
+                         rc.mqar_steps, v.seeds, v.rules, context);
   ExtrapolateConfig extrapolation;
   extrapolation.lengths = {1};
   extrapolation.batches = rc.extrapolate_batches;

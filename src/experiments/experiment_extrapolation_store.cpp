@@ -299,15 +299,10 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
 // store's lengths (the none runs also under qwen and yarn) and returns the points of the runs
 // that learned at 1x; `unlearned` gets the others.
 std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunContext& context,
-                                           const std::string& out_dir,
+                                           const std::string& runs_dir,
                                            std::vector<std::string>& unlearned) {
-  ExtrapolateRuns runs;
-  runs.train_config = "mqar-store";
-  runs.sets = {fmt::format("steps={}", rc.store_steps)};
-  runs.out_dir = out_dir;
-  runs.seeds = rc.store_seeds;
-  runs.rules = rc.store_rules;
-  runs.run = context;
+  const ExtrapolateRuns runs = extrapolation_runs(runs_dir, "mqar-store", "", {}, rc.store_steps,
+                                                  rc.store_seeds, rc.store_rules, context);
   ExtrapolateConfig extrapolation;
   extrapolation.none_also = rules_equal_to_none_within_training_length();
   extrapolation.lengths = rc.store_lengths;
@@ -325,8 +320,7 @@ std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunCont
 
 std::string Experiment::extrapolation_store(const ReportConfig& rc) {
   std::vector<std::string> unlearned;
-  const auto points =
-      store_points(rc, context(), run_dir(fmt::format("mqar-store-{}", rc.store_steps)), unlearned);
+  const auto points = store_points(rc, context(), run_dir(""), unlearned);
   std::string left_out;
   for (const auto& u : unlearned)
     left_out += (left_out.empty() ? "" : ", ") +

@@ -29,9 +29,54 @@ namespace recall {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string>& experiment_names() {
-  static const std::vector<std::string> names = {"sharpness", "scaling", "facts", "lm",
-                                                 "extrapolation"};
+namespace {
+using experiment_detail::Experiment;
+// A row's run: an Experiment on the config, then its method (experiment_<name>.cpp).
+template <ExperimentResult (Experiment::*method)()>
+ExperimentResult run_with(const ExperimentConfig& config) {
+  return (Experiment(config).*method)();
+}
+}  // namespace
+
+const std::vector<ExperimentRow>& experiment_rows() {
+  static const std::vector<ExperimentRow> rows = {
+      {"theory", "capacity of random stores from the exact theory, beside the essay's figures",
+       false, run_with<&Experiment::theory>},
+      {"probe", "the probe's measured capacities beside theory, and the ISR under each rule", false,
+       run_with<&Experiment::probe>},
+      {"mqar", "mqar-extrapolate trained under each rule, accuracy at 1x to 64x its length", true,
+       run_with<&Experiment::mqar>},
+      {"heads", "which heads of mqar's rule-less run recall, and their ISR with the length", true,
+       run_with<&Experiment::heads>},
+      {"fit", "trained stores against written ones of the same width", true,
+       run_with<&Experiment::fit>},
+      {"facts-kv", "facts in an MLP against learned key-values at equal parameters", true,
+       run_with<&Experiment::facts_kv>},
+      {"sharpness", "mqar trained at attn_scale 0.25 to 8: accuracy, gradient and entropy", true,
+       run_with<&Experiment::sharpness>},
+      {"scaling", "capacity against d_k, relu power, exp terms and beta: slopes beside the essay's",
+       false, run_with<&Experiment::scaling>},
+      {"facts", "facts to saturation per feed-forward kind at equal parameters", true,
+       run_with<&Experiment::facts>},
+      {"lm", "learned key-values instead of the feed-forward layer, on language", true,
+       run_with<&Experiment::lm>},
+      {"extrapolation",
+       "length extrapolation with and without positions, and in the essay's store, per rule", true,
+       run_with<&Experiment::extrapolation>},
+  };
+  return rows;
+}
+
+const ExperimentRow& experiment_row(const std::string& name) {
+  for (const ExperimentRow& r : experiment_rows())
+    if (r.name == name) return r;
+  throw std::invalid_argument(fmt::format("experiment '{}' is unknown: use one of {}", name,
+                                          fmt::join(experiment_names(), ", ")));
+}
+
+std::vector<std::string> experiment_names() {
+  std::vector<std::string> names;
+  for (const ExperimentRow& r : experiment_rows()) names.push_back(r.name);
   return names;
 }
 
@@ -40,12 +85,12 @@ int64_t facts_exposures(bool quick) {
 }
 
 void ExperimentConfig::validate() const {
-  const auto& names = experiment_names();
-  check_arg(std::find(names.begin(), names.end(), name) != names.end(),
-            fmt::format("experiment '{}' is unknown: use one of {}", name, fmt::join(names, ", ")));
+  const ExperimentRow& row = experiment_row(name);
   check_arg(!out_dir.empty(), "--out is empty: give a folder for the experiment's files");
   check_arg(steps >= 0 && steps <= 10000000,
             fmt::format("--steps {}: must be in [0, 10000000] (0: the experiment's own)", steps));
+  check_arg(steps == 0 || row.trains,
+            fmt::format("--steps {}: the {} experiment trains nothing; drop --steps", steps, name));
   if (more_exposures.empty() && more_kinds.empty()) return;
   check_arg(name == "facts",
             fmt::format("--more-exposures, --more-kinds: only the facts experiment trains longer; "
@@ -101,18 +146,7 @@ ExperimentResult run_experiment(const ExperimentConfig& config) {
   config.validate();
   make_output_dir("--out", config.out_dir);
   const auto t0 = std::chrono::steady_clock::now();
-  experiment_detail::Experiment e(config);
-  ExperimentResult r;
-  if (config.name == "sharpness")
-    r = e.sharpness();
-  else if (config.name == "scaling")
-    r = e.scaling();
-  else if (config.name == "facts")
-    r = e.facts();
-  else if (config.name == "lm")
-    r = e.lm();
-  else
-    r = e.extrapolation();
+  ExperimentResult r = experiment_row(config.name).run(config);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -26,6 +26,13 @@ BlockOptions block_options(const ModelConfig& c) {
                       feed_forward_options(c));
 }
 
+int64_t block_num_parameters(const BlockOptions& options) {
+  const int64_t norm = norm_num_parameters(options.norm()),
+                attn = attention_num_parameters(options.attention());
+  if (options.feed_forward().kind() == FfnKind::kNone) return norm + attn;
+  return 2 * norm + attn + feed_forward_num_parameters(options.feed_forward());
+}
+
 BlockImpl::BlockImpl(BlockOptions options_) : options(std::move(options_)) {
   reset();
 }

@@ -4,6 +4,11 @@
 
 namespace recall {
 
+int64_t norm_num_parameters(const NormOptions& options) {
+  const bool bias = options.kind() == NormKind::kLayerNorm && options.bias();
+  return options.dim() * (bias ? 2 : 1);
+}
+
 NormImpl::NormImpl(NormOptions options_) : options(options_) {
   reset();
 }

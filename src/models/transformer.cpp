@@ -103,6 +103,13 @@ void TransformerImpl::set_attn_rule(BetaRule rule) {
   for (size_t i = 0; i < blocks->size(); ++i) block(i)->attn->set_rule(rule);
 }
 
+int64_t model_num_parameters(const ModelConfig& c) {
+  const BlockOptions options = block_options(c);
+  return c.vocab_size * c.d_model * (c.tied_head ? 1 : 2) +
+         (c.pos == PosKind::kLearned ? c.seq_len * c.d_model : 0) +
+         c.n_layers * block_num_parameters(options) + norm_num_parameters(options.norm());
+}
+
 int64_t TransformerImpl::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

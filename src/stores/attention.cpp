@@ -55,6 +55,12 @@ void AttentionImpl::reset() {
         "ssmax", SsmaxScale(SsmaxScaleOptions(H, 1.0, static_cast<double>(options.seq_len()))));
 }
 
+int64_t attention_num_parameters(const AttentionOptions& o) {
+  const int64_t D = o.d_model(), H = o.n_heads();
+  return 4 * D * D + (o.bias() ? 4 * D : 0) + 2 * o.mem_kv() * D + 3 * D * o.conv() +
+         (o.learn_scale() ? H : 0) + (o.rule() == BetaRule::kSsmax ? H : 0);
+}
+
 void AttentionImpl::set_rule(BetaRule rule) {
   options.rule(rule);
   if (rule == BetaRule::kSsmax && !ssmax)

@@ -41,18 +41,45 @@ std::string Task::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
+namespace {
+int64_t seq_len_tokens(const TrainConfig& config) {
+  return config.model.seq_len;
+}
+}  // namespace
+
+const TaskKindRow& task_kind(TaskKind kind) {
+  static const std::vector<TaskKindRow> rows = {
+      {TaskKind::kMqar,
+       [](const TrainConfig& c, const std::vector<int64_t>&, int64_t) -> std::unique_ptr<Task> {
+         return std::make_unique<MqarTask>(c.model.vocab_size, c.task.mqar_pairs,
+                                           c.task.mqar_values);
+       },
+       seq_len_tokens,
+       [](const TrainConfig& c) {
+         return static_cast<double>(c.task.mqar_pairs) / static_cast<double>(c.model.seq_len);
+       },
+       false},
+      {TaskKind::kFacts,
+       [](const TrainConfig& c, const std::vector<int64_t>&, int64_t) -> std::unique_ptr<Task> {
+         return std::make_unique<FactsTask>(c.task, static_cast<uint64_t>(c.trainer.seed));
+       },
+       [](const TrainConfig&) -> int64_t { return 2; }, [](const TrainConfig&) { return 0.5; },
+       false},
+      {TaskKind::kText,
+       [](const TrainConfig& c, const std::vector<int64_t>& vocabulary,
+          int64_t max_ram) -> std::unique_ptr<Task> {
+         return std::make_unique<TextTask>(c.task, vocabulary, max_ram);
+       },
+       seq_len_tokens, [](const TrainConfig&) { return 1.0; }, true},
+  };
+  for (const TaskKindRow& r : rows)
+    if (r.kind == kind) return r;
+  throw std::invalid_argument("task: unknown kind");
+}
+
 std::unique_ptr<Task> make_task(const TrainConfig& config, const std::vector<int64_t>& vocabulary,
                                 int64_t max_ram) {
-  switch (config.task.kind) {
-    case TaskKind::kMqar:
-      return std::make_unique<MqarTask>(config.model.vocab_size, config.task.mqar_pairs,
-                                        config.task.mqar_values);
-    case TaskKind::kFacts:
-      return std::make_unique<FactsTask>(config.task, static_cast<uint64_t>(config.trainer.seed));
-    case TaskKind::kText:
-      return std::make_unique<TextTask>(config.task, vocabulary, max_ram);
-  }
-  throw std::invalid_argument("task: unknown kind");
+  return task_kind(config.task.kind).make(config, vocabulary, max_ram);
 }
 
 }  // namespace recall

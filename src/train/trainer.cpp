@@ -31,6 +31,7 @@
 #include "recall/ops/precision.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/data_parallel.h"
+#include "recall/train/estimates.h"
 #include "recall/train/metrics.h"
 
 namespace recall {
@@ -71,59 +72,10 @@ double best_eval_loss(const std::string& run_dir) {
   return best;
 }
 
-// The parameters the model's modules register (transformer, block, attention, norm), without
-// building it: the embeddings and head, per block two norms (one without a feed-forward), the
-// attention's projections, biases, memory key/values, convolution, ssmax and learned scales, and
-// the feed-forward's `ffn_params`; the final norm.
-double model_parameters(const ModelConfig& m, double ffn_params) {
-  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size);
-  const double norm = m.norm == NormKind::kLayerNorm && m.bias ? 2 * d : d;  // gain (and bias)
-  const double attn = 4 * d * d + (m.bias ? 4 * d : 0) +
-                      2 * static_cast<double>(m.attn_mem_kv) * d +
-                      3 * d * static_cast<double>(m.attn_conv) +
-                      (m.attn_rule == BetaRule::kSsmax ? static_cast<double>(m.n_heads) : 0) +
-                      (m.attn_scale_learned ? static_cast<double>(m.n_heads) : 0);
-  const double block = m.ffn == FfnKind::kNone ? norm + attn : 2 * norm + attn + ffn_params;
-  return V * d * (m.tied_head ? 1 : 2) +
-         (m.pos == PosKind::kLearned ? static_cast<double>(m.seq_len) * d : 0) +
-         static_cast<double>(m.n_layers) * block + norm;
-}
-
 }  // namespace
 
 Batch to_device(const Batch& b, const torch::Device& device) {
   return {b.x.to(device), b.y.to(device), b.mask.to(device)};
-}
-
-int64_t tokens_per_step(const TrainConfig& config) {
-  return config.trainer.batch_size *
-         (config.task.kind == TaskKind::kFacts ? 2 : config.model.seq_len);
-}
-
-namespace {
-// The head's parameters per token that it does not multiply: V d at the unscored positions.
-double unscored_head(const TrainConfig& config) {
-  const auto& m = config.model;
-  double scored = 1.0;  // text: every position
-  if (config.task.kind == TaskKind::kMqar)
-    scored = static_cast<double>(config.task.mqar_pairs) / static_cast<double>(m.seq_len);
-  if (config.task.kind == TaskKind::kFacts) scored = 0.5;
-  return (1.0 - scored) * static_cast<double>(m.vocab_size * m.d_model);
-}
-}  // namespace
-
-double flops_per_token(const TrainConfig& config, int64_t n_params) {
-  const auto& m = config.model;
-  return 6.0 * (static_cast<double>(n_params) - unscored_head(config)) +
-         12.0 * static_cast<double>(m.n_layers * m.d_model * m.seq_len);
-}
-
-double useful_flops_per_token(const TrainConfig& config, int64_t n_params) {
-  const auto& m = config.model;
-  int64_t looked_up = m.pos == PosKind::kLearned ? m.seq_len * m.d_model : 0;
-  if (!m.tied_head) looked_up += m.vocab_size * m.d_model;
-  return 6.0 * (static_cast<double>(n_params - looked_up) - unscored_head(config)) +
-         6.0 * static_cast<double>(m.n_layers * m.d_model * (m.seq_len + 1));
 }
 
 double mean_step_seconds(const std::vector<double>& step_seconds) {
@@ -137,7 +89,7 @@ double mean_step_seconds(const std::vector<double>& step_seconds) {
 std::unique_ptr<Task> resolve_task(TrainConfig& config, const std::vector<int64_t>& vocabulary,
                                    int64_t max_ram) {
   auto task = make_task(config, vocabulary, max_ram);
-  if (config.task.kind == TaskKind::kText) config.model.vocab_size = task->vocab_size();
+  if (task_kind(config.task.kind).vocab_from_data) config.model.vocab_size = task->vocab_size();
   config.model.validate();
   return task;
 }
@@ -187,72 +139,6 @@ void check_checkpoint_config(const TrainConfig& config, const std::string& ckpt_
                       "it is refused (resume with the same config)",
                       source, key, it->second, key, value));
   }
-}
-
-double estimate_train_ram(const TrainConfig& config, int workers, std::string* breakdown) {
-  const ModelConfig& m = config.model;
-  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size),
-               L = static_cast<double>(m.n_layers), H = static_cast<double>(m.n_heads);
-  const double B = static_cast<double>(config.trainer.batch_size);
-  const double T = static_cast<double>(config.task.kind == TaskKind::kFacts ? 2 : m.seq_len);
-  // per block: the feed-forward's parameters and hidden activations (its kind's row)
-  const FeedForwardOptions ffn = feed_forward_options(m);
-  const double ffn_params = static_cast<double>(feed_forward_num_parameters(ffn));
-  const double hidden = m.ffn == FfnKind::kNone
-                            ? 0.0
-                            : static_cast<double>(feed_forward_kind(m.ffn).activation_width(ffn));
-  const double params = model_parameters(m, ffn_params);
-  const double state = 4 * params * (3 + std::max(workers, 1));  // weights, 2 moments, gradients
-  const double acts = 4 * B * T * (L * (12 * d + 3 * hidden) + 4 * V) + 4 * 3 * L * B * H * T * T;
-  const double ckpt = 4 * params * 3;
-  if (breakdown)
-    *breakdown = fmt::format(
-        "{:.3g} parameters: {} with gradients and AdamW moments, {} of activations for batch "
-        "{} x {} tokens, {} of checkpoint",
-        params, format_bytes(state), format_bytes(acts), config.trainer.batch_size,
-        static_cast<int64_t>(T), format_bytes(ckpt));
-  return state + acts + ckpt;
-}
-
-double estimate_eval_ram(const TrainConfig& config, int64_t seq_len, int64_t batch,
-                         const torch::Device& device, std::string* breakdown, bool all_weights) {
-  const ModelConfig& m = config.model;
-  const double d = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size),
-               H = static_cast<double>(m.n_heads), B = static_cast<double>(batch),
-               T = static_cast<double>(seq_len), N = static_cast<double>(m.attn_mem_kv);
-  const double ffn_params =
-      static_cast<double>(feed_forward_num_parameters(feed_forward_options(m)));
-  const double hidden = m.ffn == FfnKind::kNone ? 0 : 2 * static_cast<double>(m.ffn_mult) * d;
-  const double params = 4 * model_parameters(m, ffn_params);
-  // the residual, its norm, q k v, their unit copies, y and the output: one block at a time
-  const double acts = 4 * B * T * (10 * d + hidden);
-  // the logits of the scored rows and their softmax: at most every row
-  const double logits = 4 * B * T * V * 2;
-  const bool fused = !all_weights && fast_gemm_available() && fast_kernels(device);
-  const double weights =
-      fused ? 4.0 * 64 * (N + T) * std::max(1, at::get_num_threads()) : 4 * 3 * B * H * T * (N + T);
-  if (breakdown)
-    *breakdown = fmt::format(
-        "{} of parameters, {} of activations and {} of logits for batch {} x {} tokens, {} of "
-        "attention weights ({})",
-        format_bytes(params), format_bytes(acts), format_bytes(logits), batch, seq_len,
-        format_bytes(weights), fused ? "the fused path, linear in the length" : "B H T^2 of them");
-  return params + acts + logits + weights;
-}
-
-double estimate_sample_ram(const TrainConfig& config, int64_t samples, int64_t length,
-                           const torch::Device& device, std::string* breakdown) {
-  const ModelConfig& m = config.model;
-  std::string forward;
-  const double eval = estimate_eval_ram(config, m.seq_len, samples, device, &forward);
-  // (N, H, T, d_head) keys and values per layer
-  const double cache = 2.0 * 4 * static_cast<double>(m.n_layers) * static_cast<double>(samples) *
-                       static_cast<double>(m.seq_len) * static_cast<double>(m.d_model);
-  const double ids = 8.0 * static_cast<double>(samples) * static_cast<double>(length);
-  if (breakdown)
-    *breakdown = fmt::format("{}; {} of cached keys and values, {} of token ids", forward,
-                             format_bytes(cache), format_bytes(ids));
-  return eval + cache + ids;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "recall/core/machine.h"
 #include "recall/experiments/bench_train.h"
 #include "recall/ops/gemm.h"
+#include "recall/train/estimates.h"
 #include "recall/train/trainer.h"
 #include "test_paths.h"
 #include "train_test_util.h"

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "recall/analysis/probe.h"
+#include "recall/analysis/probe_output.h"
 #include "recall/experiments/experiments.h"
 #include "recall/models/block.h"
 #include "recall/stores/outer_product.h"
@@ -126,8 +127,33 @@ TEST(Experiments, RejectsAnUnknownNameOrNoOut) {
        {{"experiment", "facts", "--out", dir / "x", "--more-exposures", "512,256"},
         "must be ascending"},
        {{"experiment", "facts", "--out", dir / "x", "--quick", "--more-exposures", "64"},
-        "above the ranking's 64"}},
+        "above the ranking's 64"},
+       {{"experiment", "theory", "--out", dir / "x", "--steps", "5"}, "trains nothing"}},
       dir);
+}
+
+// The rows are the report's sections in order, each found by its name; a row run by name writes
+// what its command writes (theory: recall theory's JSON at d_k = 64, beta = 8).
+TEST(Experiments, EveryRowByNameAndTheTheoryRowAsItsCommand) {
+  const auto& rows = experiment_rows();
+  ASSERT_EQ(rows.size(), 11u);  // the report's sections 1 to 11
+  EXPECT_EQ(rows.front().name, "theory");
+  EXPECT_EQ(rows.back().name, "extrapolation");
+  for (const auto& row : rows) {
+    EXPECT_EQ(&experiment_row(row.name), &row);
+    EXPECT_FALSE(row.claim.empty()) << row.name;
+  }
+  EXPECT_THROW(experiment_row("bogus"), std::invalid_argument);
+  test::TempDir dir;
+  ExperimentConfig c;
+  c.name = "theory";
+  c.out_dir = dir / "theory";
+  c.run.progress = false;
+  const ExperimentResult r = run_experiment(c);
+  EXPECT_EQ(r.title, "Capacity of random stores: theory");
+  EXPECT_EQ(nlohmann::json::parse(test::read_text(c.out_dir + "/" + r.json)),
+            nlohmann::json::parse(theory_json(64, 8.0)));
+  EXPECT_NE(r.markdown.find("| `softmax` |"), std::string::npos) << r.markdown;
 }
 
 // The facts sweep at a few steps a point, then kinds trained again at the exposures given: each

@@ -59,6 +59,35 @@ TEST(ModelTransformer, BenchShapeHasThePeersParameterCount) {
 
 // The head at the scored positions alone: the rows of the whole forward's logits (the same maths,
 // a GEMM of fewer rows), within float32 rounding; an empty mask gives no rows.
+// The count without building the model (model_num_parameters, which the trainer's estimates read)
+// is the built model's, for every shape of models/ under every feed-forward kind and attention
+// variant.
+TEST(ModelTransformer, ParameterCountWithoutBuildingIsTheModels) {
+  const std::vector<std::string> variants = {"",
+                                             "ffn = \"glu\"",
+                                             "ffn = \"linear\"",
+                                             "ffn = \"learned_kv\"\nffn_slots = 8",
+                                             "ffn = \"none\"",
+                                             "tied_head = true",
+                                             "tied_head = false",
+                                             "pos = \"learned\"",
+                                             "norm = \"layernorm\"",
+                                             "norm = \"layernorm\"\nbias = true",
+                                             "norm = \"rmsnorm\"\nbias = true\nffn = \"glu\"",
+                                             "attn_rule = \"ssmax\"",
+                                             "attn_mem_kv = 3",
+                                             "attn_conv = 3",
+                                             "attn_scale_learned = true\nattn_qk_norm = true"};
+  for (const auto& shape : model_shape_names())
+    for (const auto& variant : variants) {
+      toml::table table = read_model_shape(shape);
+      for (auto&& [key, value] : toml::parse(variant)) table.insert_or_assign(key, value);
+      const ModelConfig config = model_config_from_toml(table);
+      EXPECT_EQ(model_num_parameters(config), Transformer(config)->num_parameters())
+          << shape << ": " << variant;
+    }
+}
+
 TEST(ModelTransformer, ForwardAtIsTheWholeForwardsRows) {
   for (auto c : tiny_configs()) {
     c.attn_qk_norm = c.attn_rule == BetaRule::kYarn;  // one model with unit queries and keys

@@ -11,6 +11,7 @@
 #include "recall/core/threads.h"
 #include "recall/ops/fused_adamw.h"
 #include "recall/train/distributed.h"
+#include "recall/train/estimates.h"
 #include "recall/train/trainer.h"
 #include "train_test_util.h"
 
@@ -24,21 +25,11 @@ double estimated_parameters(const TrainConfig& config) {
          (4.0 * 2);
 }
 
+// (model_num_parameters itself is held to the built model for every shape and variant in
+// ModelTransformer.ParameterCountWithoutBuildingIsTheModels.)
 TEST(TrainRam, ParameterCountIsTheModels) {
-  for (const auto& overrides :
-       std::vector<std::vector<std::string>>{{},
-                                             {"ffn=glu"},
-                                             {"ffn=linear"},
-                                             {"ffn=learned_kv", "ffn_slots=8"},
-                                             {"ffn=none"},
-                                             {"tied_head=true"},
-                                             {"pos=learned"},
-                                             {"norm=layernorm"},
-                                             {"norm=layernorm", "bias=true"},
-                                             {"bias=true", "ffn=glu"},
-                                             {"attn_rule=ssmax"},
-                                             {"attn_mem_kv=3"},
-                                             {"attn_conv=3"}}) {
+  for (const auto& overrides : std::vector<std::vector<std::string>>{
+           {}, {"ffn=learned_kv", "ffn_slots=8"}, {"attn_rule=ssmax", "attn_conv=3"}}) {
     const TrainConfig config = test::tiny_mqar(overrides);
     Transformer model(config.model);
     EXPECT_EQ(estimated_parameters(config), static_cast<double>(model->num_parameters()))

@@ -64,6 +64,10 @@ std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePo
 
 std::string extrapolate_table(const std::vector<ExtrapolatePoint>& points);
 std::string extrapolate_json(const std::vector<ExtrapolatePoint>& points);
+// The points of extrapolate_json's text (read again by a later step of the report). Throws
+// std::invalid_argument naming `source` for text that is not such JSON.
+std::vector<ExtrapolatePoint> read_extrapolate_json(const std::string& text,
+                                                    const std::string& source);
 // Accuracy against the multiple of the training length (log2), or with `memories` against the
 // mqar pairs in context, one line per curve, the range over runs as error bars. PNG or SVG by the
 // extension.

@@ -1,7 +1,14 @@
 // The essay's claims as experiments. Each is a command (`recall experiment NAME --out DIR`) that
-// writes one JSON file and one plot into DIR (its training runs under DIR/runs/), and a section of
-// `recall report`:
-//   sharpness      mqar-tiny trained at attn_scale 0.25 .. 8 (docs/science.md §4): accuracy, steps
+// writes its JSON file (and a plot) into DIR (its training runs under DIR/runs/), and a section of
+// `recall report`, in the order of experiment_rows():
+//   theory         capacity of random stores, exact theory beside the essay      -> theory.json
+//   probe          the probe's measured capacities and each rule's ISR            -> probe.json
+//   mqar           mqar-extrapolate per rule, accuracy at 1x .. 64x its length    ->
+//   extrapolate.json heads          which heads of mqar's rule-less run recall, their ISR ->
+//   inspect.json fit            trained stores against written ones of the same width         ->
+//   fit.json facts-kv       facts in an MLP against learned key-values at equal parameters ->
+//   facts.json sharpness      mqar-tiny trained at attn_scale 0.25 .. 8 (docs/science.md §4):
+//   accuracy, steps
 //                  to 99 %, the attention-logit gradient norm and softmax entropy at
 //                  initialisation and after training                         -> beta_sweep.json
 //   scaling        capacity against d_k, relu power, exp terms and softmax beta, from theory and
@@ -48,14 +55,28 @@ struct ExperimentConfig {
 };
 
 struct ExperimentResult {
-  std::string title;  // the report section's title
-  std::string json;   // file names in out_dir
-  std::string plot;
+  std::string title;     // the report section's title
+  std::string json;      // file names in out_dir
+  std::string plot;      // empty for an experiment without one
   std::string markdown;  // the section's body: what was run, tables, the plot
   double seconds = 0;
 };
 
-const std::vector<std::string>& experiment_names();
+// One row per experiment, in the report's order: `recall experiment NAME` runs one row, `recall
+// report` every row, its sections 1 to 11 in this order. Adding an experiment is a row
+// (experiments.cpp) and its file src/experiments/experiment_<name>.cpp (README, "Adding an
+// experiment"). Its sizes, quick or not, are ReportConfig::make's.
+struct ExperimentRow {
+  std::string name;
+  std::string claim;  // what it shows, in one line: the help and the report's progress
+  bool trains;        // it trains models (--steps sets their steps)
+  // Runs it into config.out_dir, reusing the runs found in config.out_dir/runs.
+  std::function<ExperimentResult(const ExperimentConfig&)> run;
+};
+const std::vector<ExperimentRow>& experiment_rows();
+// The row named `name`; throws std::invalid_argument naming the names.
+const ExperimentRow& experiment_row(const std::string& name);
+std::vector<std::string> experiment_names();
 
 // The exposures per fact (steps x batch / facts) at which the facts experiment ranks the kinds.
 int64_t facts_exposures(bool quick);

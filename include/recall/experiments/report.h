@@ -1,15 +1,10 @@
 // recall report: the essay's reproduction and the trained-model experiments at toy size, in one
-// Markdown report with PNG plots:
-//   1. theory capacities of the random stores at d_k = 64, beta = 8, beside the essay's figures;
-//   2. the probe: measured capacities beside theory, and the sharpness rules' ISR (probe.png);
-//   3. mqar-extrapolate trained under each beta rule, accuracy at 1x .. 64x its length with the
-//      pairs growing with the length (extrapolate.png);
-//   4. the heads of the mqar run trained with rule none: which recall, their ISR with length;
-//   5. trained stores against constructed ones of the same width (fit.png);
-//   6. facts: an MLP against learned key-values at equal parameters, each read as a store;
-//   7-11. the experiments of recall/experiments/experiments.h: sharpness, scaling laws, facts to
-//      saturation per feed-forward kind, learned key-values on language, length extrapolation
-//      with and without positions, and with the essay's store (unit q and k, a stated beta).
+// Markdown report with PNG plots: every row of experiment_rows() (recall/experiments/
+// experiments.h) in order, one section each: the theory and the probe of random stores, mqar
+// trained under each rule and its heads, trained against written stores, facts, then sharpness,
+// scaling laws, facts to saturation per feed-forward kind, learned key-values on language, and
+// length extrapolation with and without positions and in the essay's store. ReportConfig holds
+// every experiment's sizes, quick or not.
 #pragma once
 #include <cstdint>
 #include <functional>

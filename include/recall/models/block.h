@@ -27,6 +27,9 @@ struct BlockOptions {
 // d_model).
 BlockOptions block_options(const ModelConfig& config);
 FeedForwardOptions feed_forward_options(const ModelConfig& config);
+// The parameters BlockImpl registers for `options`, without building it: two norms, attention and
+// the feed-forward store (one norm and attention alone with feed-forward none).
+int64_t block_num_parameters(const BlockOptions& options);
 
 class BlockImpl : public torch::nn::Cloneable<BlockImpl> {
  public:

@@ -17,6 +17,9 @@ struct NormOptions {
   TORCH_ARG(double, eps) = kNormEps;
 };
 
+// The parameters NormImpl registers: its gain, and a bias for a LayerNorm with one.
+int64_t norm_num_parameters(const NormOptions& options);
+
 class NormImpl : public torch::nn::Cloneable<NormImpl> {
  public:
   explicit NormImpl(NormOptions options);

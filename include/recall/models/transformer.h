@@ -28,6 +28,11 @@ struct KvCache {
   void clear() { layers.clear(); }
 };
 
+// The parameters TransformerImpl registers for `config`, without building it: the token table
+// (and the head, untied), learned positions, the blocks and the final norm. Equals
+// Transformer(config)->num_parameters().
+int64_t model_num_parameters(const ModelConfig& config);
+
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(ModelConfig config);

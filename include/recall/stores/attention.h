@@ -67,6 +67,11 @@ struct AttentionTrace {
   torch::Tensor out;      // (B, T, d_model): forward(x)
 };
 
+// The parameters AttentionImpl registers for `options`, without building it, D = d_model, H heads,
+// N memories, W the convolution's width: qkv 3 D^2 and out D^2 (+ 4 D biases), the memories 2 N D,
+// the convolution 3 D W, a learned scale per head, and ssmax's per head.
+int64_t attention_num_parameters(const AttentionOptions& options);
+
 class AttentionImpl : public StoreModule<AttentionImpl, Store> {
  public:
   explicit AttentionImpl(AttentionOptions options);

@@ -136,6 +136,23 @@ class TextTask : public Task {
   std::string description_;
 };
 
+// One row per task kind: how to build it, and what the trainer and the estimates need of it
+// without its data. Adding a task is its class above, a row, and its name and keys in
+// train_config.cpp.
+struct TaskKindRow {
+  TaskKind kind;
+  // make_task's work for this kind
+  std::unique_ptr<Task> (*make)(const TrainConfig& config, const std::vector<int64_t>& vocabulary,
+                                int64_t max_ram);
+  // The tokens of one training sequence (facts: a subject and a relation; the others seq_len).
+  int64_t (*sequence_tokens)(const TrainConfig& config);
+  // The fraction of those positions that are scored, where alone the head runs (mqar: its queries,
+  // pairs / seq_len; facts: the relation's, 1/2; text: all).
+  double (*scored_fraction)(const TrainConfig& config);
+  bool vocab_from_data;  // the vocabulary is the data's (text), not the config's vocab_size
+};
+const TaskKindRow& task_kind(TaskKind kind);
+
 // Builds the task of `config` (reading the text file for text). For text, `vocabulary` is the one a
 // checkpoint stored, and `max_ram` bounds the corpus's RAM (read_text_source). Throws
 // std::invalid_argument when the task cannot be built from the config.
