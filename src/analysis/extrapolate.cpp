@@ -143,7 +143,8 @@ std::vector<ExtrapolatePoint> read_extrapolate_json(const std::string& text,
                                                     const std::string& source) {
   std::vector<ExtrapolatePoint> out;
   try {
-    for (const auto& p : nlohmann::json::parse(text).at("points"))
+    const nlohmann::json j = nlohmann::json::parse(text);  // alive through the loop
+    for (const auto& p : j.at("points"))
       out.push_back({p.at("checkpoint").get<std::string>(),
                      beta_rule_from_string(p.at("trained_rule").get<std::string>()),
                      beta_rule_from_string(p.at("rule").get<std::string>()),

@@ -54,6 +54,35 @@ TEST(Extrapolate, NoneRunsAreAlsoReadUnderNoneAlso) {
   EXPECT_NE(points[3].loss, points[1].loss);         // 4x: past L it is not
 }
 
+// What a later step reads back (the report's heads read mqar's points) is what was written, every
+// field; text that is not such JSON is refused naming its file. A suite of its own, so that the
+// sanitized pass (which leaves out Extrapolate's model runs) reads it too.
+TEST(ExtrapolateJson, ReadsBackItsPointsAndRefusesOtherText) {
+  const std::vector<ExtrapolatePoint> points = {
+      {"runs/a/none-seed0", BetaRule::kNone, BetaRule::kYarn, 4, 128, 32, 0.8125, 0.0123456789},
+      {"runs/a/su", BetaRule::kSu, BetaRule::log(0.25), 1, 32, 8, 1.0, 1e-7}};
+  const auto back = read_extrapolate_json(extrapolate_json(points), "x.json");
+  ASSERT_EQ(back.size(), points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    EXPECT_EQ(back[i].checkpoint, points[i].checkpoint);
+    EXPECT_EQ(back[i].trained, points[i].trained);
+    EXPECT_EQ(back[i].rule, points[i].rule);
+    EXPECT_EQ(back[i].multiple, points[i].multiple);
+    EXPECT_EQ(back[i].seq_len, points[i].seq_len);
+    EXPECT_EQ(back[i].pairs, points[i].pairs);
+    EXPECT_EQ(back[i].accuracy, points[i].accuracy);
+    EXPECT_EQ(back[i].loss, points[i].loss);
+  }
+  for (const char* bad : {"{}", "{\"points\": [{\"checkpoint\": 3}]}", "[1, 2]"}) {
+    try {
+      read_extrapolate_json(bad, "x.json");
+      ADD_FAILURE() << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("x.json"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Extrapolate, PairsGrowWithTheLengthUpToTheKeys) {
   // vocab 16: 7 keys; trained with 2 pairs in 16 tokens
   ExtrapolateConfig config;
