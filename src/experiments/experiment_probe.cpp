@@ -10,6 +10,7 @@ ExperimentResult Experiment::probe() {
   const ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
   ProbeConfig probing;
   probing.trials = rc.probe_trials;
+  probing.rule_m_max = rc.probe_rule_m_max;
   const ProbeResult r = run_probe(probing);
   write_file_atomic(path("probe.json"), probe_json(r));
   write_probe_plot(r, path("probe.png"));
@@ -46,14 +47,15 @@ ExperimentResult Experiment::probe() {
   out.json = "probe.json";
   out.plot = "probe.png";
   out.markdown = fmt::format(
-      "`recall probe --trials {}` ({:.0f} s): ISR of stored keys against M, {} trials of {} "
+      "`recall probe --trials {} --rule-m-max {}` ({:.0f} s): ISR of stored keys against M, {} "
+      "trials of {} "
       "queries. The median crossing is where the pooled median ISR falls through 1 (the "
       "trial range: the same crossing in each trial alone); the RMS crossing is what theory "
       "predicts, since "
       "theory gives E[ISR^2].\n\n{}\n"
       "Softmax ISR under each sharpness rule (median, theory RMS in brackets), L = {}, "
       "beta_0 = {}:\n\n{}\n![probe](probe.png)\n",
-      rc.probe_trials, r.seconds, r.config.trials, r.config.queries,
+      rc.probe_trials, rc.probe_rule_m_max, r.seconds, r.config.trials, r.config.queries,
       markdown_table({"store", "median crossing", "trial range", "RMS crossing ± sem", "theory",
                       "RMS / theory"},
                      rows),

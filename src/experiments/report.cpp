@@ -20,6 +20,8 @@ ReportConfig ReportConfig::make(const std::string& out_dir, bool quick) {
   c.quick = quick;
   if (quick) {
     c.probe_trials = 2;
+    c.probe_rule_m_max = int64_t{1}
+                         << 18;  // 256 L: the curves at 16 L and 256 L, a quarter the time
     // mqar-extrapolate forms its recall within a few hundred steps for every seed: quick keeps
     // the steps and drops seeds, rules and lengths
     c.mqar_seeds = 2;

@@ -79,34 +79,5 @@ TEST(ExtrapolateRuns, TrainsOneRunPerRuleAndSeedThenReusesThem) {
   EXPECT_EQ(test::read_text(dir / "x.png").substr(1, 3), "PNG");
 }
 
-// The essay's mechanism in a trained model, end to end: mqar-store (unit q and k, beta = 6) with
-// the config's seed, trained under none and under su, read at 64x its length with the pairs
-// growing to 512. Both learn at 1x; at 64x the store overflows without the rule and holds with it.
-// Measured over seeds 0 to 4 at 1 and at 2 threads (docs/science.md §8), ten runs per rule: none
-// 0.025 to 0.350 at 64x, su 0.889 to 1.000 (seed 0: 1.000 both times). The bounds, none < 0.5 and
-// su > 0.85, hold for every run measured, so a machine whose GEMM rounds otherwise (another
-// trajectory) keeps them. It runs at 2 threads on any machine, one of the counts measured.
-TEST(StoreExtrapolation, TheLogMRuleDecidesRecallAtLength) {
-  set_threads(2);
-  test::TempDir dir;
-  ExtrapolateRuns runs;
-  runs.run.progress = false;
-  ExtrapolateConfig config;
-  runs.train_config = "mqar-store";
-  runs.out_dir = dir / "runs";
-  runs.rules = {BetaRule::kNone, BetaRule::kSu};
-  config.lengths = {1, 64};
-  config.pairs = PairsAtLength::kGrow;
-  config.batches = 1;
-  const auto points = train_and_extrapolate(runs, config);
-  SCOPED_TRACE(extrapolate_table(points));
-  ASSERT_EQ(points.size(), 4u);
-  EXPECT_EQ(points[1].pairs, 512);
-  EXPECT_GE(points[0].accuracy, 0.99);  // none, 1x
-  EXPECT_GE(points[2].accuracy, 0.99);  // su, 1x
-  EXPECT_LT(points[1].accuracy, 0.5);   // none, 64x: chance is 1/256
-  EXPECT_GT(points[3].accuracy, 0.85);  // su, 64x
-}
-
 }  // namespace
 }  // namespace recall

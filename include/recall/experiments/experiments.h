@@ -1,28 +1,24 @@
 // The essay's claims as experiments. Each is a command (`recall experiment NAME --out DIR`) that
 // writes its JSON file (and a plot) into DIR (its training runs under DIR/runs/), and a section of
-// `recall report`, in the order of experiment_rows():
-//   theory         capacity of random stores, exact theory beside the essay      -> theory.json
-//   probe          the probe's measured capacities and each rule's ISR            -> probe.json
-//   mqar           mqar-extrapolate per rule, accuracy at 1x .. 64x its length    ->
-//   extrapolate.json heads          which heads of mqar's rule-less run recall, their ISR ->
-//   inspect.json fit            trained stores against written ones of the same width         ->
-//   fit.json facts-kv       facts in an MLP against learned key-values at equal parameters ->
-//   facts.json sharpness      mqar-tiny trained at attn_scale 0.25 .. 8 (docs/science.md §4):
-//   accuracy, steps
-//                  to 99 %, the attention-logit gradient norm and softmax entropy at
-//                  initialisation and after training                         -> beta_sweep.json
-//   scaling        capacity against d_k, relu power, exp terms and softmax beta, from theory and
-//                  the probe (§2, §3); fitted log-log slopes beside the essay's forms, and the
-//                  per-M ISR of outer product and least squares              -> scaling.json
-//   facts          facts to saturation per feed-forward kind at equal parameter count (§6): bits
-//                  stored against the number of facts, bits per parameter at the plateau
-//                                                                             -> facts_sweep.json
-//   lm             the text task at equal parameters: mlp, swiglu, learned_kv, and attention
-//                  alone with learned memory key-values (the all-attention layer) -> lm.json
-//   extrapolation  mqar-extrapolate (recall from content alone, §7) per beta rule, to 64x its
-//                  length with the pairs growing or fixed, and a RoPE ablation: accuracy, and the
-//                  recalling heads' ISR against the context length M, fitted to ISR = c (M - 1)^b
-//                  beside the probe's softmax curve under the same rule      -> extrapolation.json
+// `recall report`, in the order of experiment_rows() (src/experiments/experiments.cpp):
+//
+//   theory (theory.json): capacity of random stores, exact theory beside the essay
+//   probe (probe.json): the probe's measured capacities and each rule's ISR
+//   mqar (extrapolate.json): mqar-extrapolate per rule, accuracy at 1x .. 64x its length
+//   heads (inspect.json): which heads of mqar's rule-less run recall, their ISR
+//   fit (fit.json): trained stores against written ones of the same width
+//   facts-kv (facts.json): facts in an MLP against learned key-values at equal parameters
+//   sharpness (beta_sweep.json): mqar-tiny at attn_scale 0.25 .. 8: accuracy, steps to 99 %,
+//       the logit gradient and softmax entropy at initialisation and after training
+//   scaling (scaling.json): capacity against d_k, relu power, exp terms and beta, fitted
+//       log-log slopes beside the essay's forms
+//   facts (facts_sweep.json): facts to saturation per feed-forward kind at equal parameters,
+//       bits per parameter at the plateau
+//   lm (lm.json): the text task at equal parameters: mlp, swiglu, learned_kv, and attention
+//       alone with learned memory key-values
+//   extrapolation (extrapolation.json, extrapolation_store.json): mqar-extrapolate per rule to
+//       64x, pairs growing or fixed, a RoPE ablation, the heads' ISR against M beside the
+//       probe's; then the essay's store (mqar-store) and its forecast
 #pragma once
 #include <cstdint>
 #include <functional>

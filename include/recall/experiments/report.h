@@ -26,6 +26,8 @@ struct ReportConfig {
 
   // The sizes of each experiment, set from quick.
   int64_t probe_trials = 8;
+  // the largest M of the probe's rule curves (M = L, 2L, ...; L = 1024)
+  int64_t probe_rule_m_max = int64_t{1} << 22;
   // mqar-extrapolate: steps, seeds per rule, evaluation batches per point
   int64_t mqar_steps = 1000, mqar_seeds = 5, extrapolate_batches = 1;
   // the rules mqar-extrapolate is trained under (none first: its runs are also evaluated under
