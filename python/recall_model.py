@@ -17,12 +17,17 @@ query position t, by beta(M) / beta_0 with M = t + 1 keys seen and L = seq_len (
 attn_scale multiplies every rule. attn_qk_norm scales each head's q and k to unit length, so the
 logit is beta cos(q, k) with beta = attn_scale times the rule's factor (no 1 / sqrt(d_head)), and
 attn_scale_learned replaces attn_scale by a parameter per head, beta (H,).
+attn_qk_rmsnorm is Qwen3's RMSNorm of each head's q and k with learned gains (q_norm, k_norm), before
+RoPE. n_kv_heads = G < n_heads shares each key/value head among n_heads / G query heads in a row
+(grouped-query attention); d_head gives the heads a width apart from d_model / n_heads; qkv_bias
+puts biases on q, k and v alone.
 attn_mem_kv = N learned key/values per head precede the context keys and every query sees them.
 attn_conv = W mixes each channel of the q, k, v projections causally over positions before the
 heads split: z'_t = sum_{j < W} conv[:, j] * z_{t-j}.
 Feed-forward kinds: linear W2 W1 x, mlp W2 act(W1 x), glu W2 (act(W1 x) * W3 x), learned_kv
-W2 softmax_h(q_h K_h^T / sqrt(d_head)) V_h with q = W1 x, or none. Positions: rope (rotate-half,
-base 10000), learned, or none. Parameter names equal those of the C++ modules, so the exported
+W2 softmax_h(q_h K_h^T / sqrt(d_head)) V_h with q = W1 x, or none; their width is intermediate_size,
+or ffn_mult * d_model when it is 0. Positions: rope (rotate-half, base rope_base), learned, or
+none. Every norm's eps is norm_eps. Parameter names equal those of the C++ modules, so the exported
 state dict loads with strict=True.
 """
 import json
@@ -68,6 +73,10 @@ def beta_ratio(rule, M, L):
     raise ValueError(f"beta rule '{rule}' is unknown")
 
 
+def rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * weight
+
+
 def rope(x, base):
     """Rotates channel pairs (i, i + d/2) of x (B, T, H, d) at position t by t * base^(-2i/d)."""
     T, d = x.shape[1], x.shape[-1]
@@ -91,7 +100,7 @@ class Norm(nn.Module):
     def forward(self, x):
         if self.kind == "layernorm":
             return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
-        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
+        return rms_norm(x, self.weight, self.eps)
 
 
 class SsmaxScale(nn.Module):
@@ -104,21 +113,29 @@ class Attention(nn.Module):
     def __init__(self, c):
         super().__init__()
         D, H = c["d_model"], c["n_heads"]
-        self.H, self.dh, self.L = H, D // H, c["seq_len"]
+        self.G = c.get("n_kv_heads", 0) or H  # key/value heads
+        self.H, self.dh, self.L = H, c.get("d_head", 0) or D // H, c["seq_len"]
+        C = (H + 2 * self.G) * self.dh  # q, k, v channels
         self.rule, self.use_rope, self.base = c["attn_rule"], c["pos"] == "rope", c.get(
             "rope_base", 10000.0)
         self.N = c["attn_mem_kv"]
         self.s = c.get("attn_scale", 1.0)  # multiplies 1 / sqrt(d_head) under every rule
         self.W = c.get("attn_conv", 0)  # causal depthwise convolution of q, k, v; 0: none
         self.qk_norm = c.get("attn_qk_norm", False)
+        self.eps = c.get("norm_eps", 1e-5)
+        if c.get("attn_qk_rmsnorm", False):
+            self.q_norm = nn.Parameter(torch.ones(self.dh))
+            self.k_norm = nn.Parameter(torch.ones(self.dh))
+        else:
+            self.q_norm = self.k_norm = None
         if c.get("attn_scale_learned", False):
             self.beta = nn.Parameter(torch.full((H,), float(self.s)))  # per head, replaces s
         else:
             self.beta = None
-        self.qkv = nn.Linear(D, 3 * D, bias=c["bias"])
+        self.qkv = nn.Linear(D, C, bias=c["bias"] or c.get("qkv_bias", False))
         if self.W > 0:
-            self.conv = nn.Parameter(torch.zeros(3 * D, self.W))  # column j weighs position t - j
-        self.out = nn.Linear(D, D, bias=c["bias"])
+            self.conv = nn.Parameter(torch.zeros(C, self.W))  # column j weighs position t - j
+        self.out = nn.Linear(H * self.dh, D, bias=c["bias"])
         if self.N > 0:
             self.mem_k = nn.Parameter(torch.zeros(H, self.N, self.dh))
             self.mem_v = nn.Parameter(torch.zeros(H, self.N, self.dh))
@@ -127,16 +144,23 @@ class Attention(nn.Module):
 
     def forward(self, x, cache=None, prefix=""):
         B, T, D = x.shape
-        z = self.qkv(x)  # (B, T, 3 D)
+        z = self.qkv(x)  # (B, T, (H + 2 G) dh)
         if self.W > 0:
             z = sum(F.pad(z, (0, 0, j, 0))[:, :T] * self.conv[:, j] for j in range(self.W))
-        q, k, v = z.view(B, T, 3, self.H, self.dh).unbind(2)  # (B, T, H, dh) each
+        q, k, v = z.split([self.H * self.dh, self.G * self.dh, self.G * self.dh], -1)
+        q = q.reshape(B, T, self.H, self.dh)  # (B, T, H, dh)
+        k, v = k.reshape(B, T, self.G, self.dh), v.reshape(B, T, self.G, self.dh)  # (B, T, G, dh)
+        if self.q_norm is not None:  # before RoPE, as transformers' Qwen3
+            q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
         if self.use_rope:
             q, k = rope(q, self.base), rope(k, self.base)
         mem_k = self.mem_k if self.N > 0 else None
         if self.qk_norm:
             q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
             mem_k = F.normalize(mem_k, dim=-1) if self.N > 0 else None
+        if self.G != self.H:  # kv head j serves query heads j H/G .. (j + 1) H/G - 1
+            k = k.repeat_interleave(self.H // self.G, 2)  # (B, T, H, dh)
+            v = v.repeat_interleave(self.H // self.G, 2)
         if self.N > 0:
             expand = lambda m: m.transpose(0, 1).unsqueeze(0).expand(B, self.N, self.H, self.dh)
             k = torch.cat([expand(mem_k), k], 1)  # (B, N + T, H, dh)
@@ -155,7 +179,7 @@ class Attention(nn.Module):
         row = torch.arange(T)[:, None]
         logits = logits.masked_fill(col > row + self.N, float("-inf"))
         w = torch.softmax(logits, -1)
-        y = torch.einsum("bhts,bshd->bthd", w, v).reshape(B, T, D)
+        y = torch.einsum("bhts,bshd->bthd", w, v).reshape(B, T, self.H * self.dh)
         a = self.out(y)
         if cache is not None:
             cache.update({prefix + "attn.q": q, prefix + "attn.k": k, prefix + "attn.v": v,
@@ -168,7 +192,8 @@ class TwoLayer(nn.Module):
 
     def __init__(self, c, maps=2):
         super().__init__()
-        D, hidden, bias = c["d_model"], c["ffn_mult"] * c["d_model"], c["bias"]
+        D, bias = c["d_model"], c["bias"]
+        hidden = c.get("intermediate_size", 0) or c["ffn_mult"] * D
         self.act = c["activation"]
         self.w1 = nn.Linear(D, hidden, bias=bias)
         self.w2 = nn.Linear(hidden, D, bias=bias)

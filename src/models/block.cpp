@@ -7,13 +7,14 @@ FeedForwardOptions feed_forward_options(const ModelConfig& c) {
       .kind(c.ffn)
       .activation(c.activation)
       .mult(c.ffn_mult)
+      .hidden(c.intermediate_size)
       .slots(c.ffn_slots)
       .n_heads(c.n_heads)
       .bias(c.bias);
 }
 
 BlockOptions block_options(const ModelConfig& c) {
-  return BlockOptions(NormOptions(c.d_model).kind(c.norm).bias(c.bias),
+  return BlockOptions(NormOptions(c.d_model).kind(c.norm).bias(c.bias).eps(c.norm_eps),
                       AttentionOptions(c.d_model, c.n_heads, c.seq_len)
                           .rule(c.attn_rule)
                           .rope(c.pos == PosKind::kRope)
@@ -22,7 +23,13 @@ BlockOptions block_options(const ModelConfig& c) {
                           .scale(c.attn_scale)
                           .conv(c.attn_conv)
                           .qk_norm(c.attn_qk_norm)
-                          .learn_scale(c.attn_scale_learned),
+                          .learn_scale(c.attn_scale_learned)
+                          .n_kv_heads(c.n_kv_heads)
+                          .d_head(c.d_head)
+                          .rope_base(c.rope_base)
+                          .qkv_bias(c.qkv_bias)
+                          .qk_rmsnorm(c.attn_qk_rmsnorm)
+                          .norm_eps(c.norm_eps),
                       feed_forward_options(c));
 }
 

@@ -43,11 +43,18 @@ const std::vector<IntBound>& int_bounds() {
       {"ffn_slots", RECALL_MODEL_FIELD(int64_t, ffn_slots), 0, 1 << 20},
       {"attn_mem_kv", RECALL_MODEL_FIELD(int64_t, attn_mem_kv), 0, 1 << 20},
       // 1 is refused by validate(): a convolution of width 1 is a per-channel scale
-      {"attn_conv", RECALL_MODEL_FIELD(int64_t, attn_conv), 0, kMaxConv}};
+      {"attn_conv", RECALL_MODEL_FIELD(int64_t, attn_conv), 0, kMaxConv},
+      {"n_kv_heads", RECALL_MODEL_FIELD(int64_t, n_kv_heads), 0, 1024},
+      {"d_head", RECALL_MODEL_FIELD(int64_t, d_head), 0, 1 << 16},
+      {"intermediate_size", RECALL_MODEL_FIELD(int64_t, intermediate_size), 0, 1 << 24}};
   return table;
 }
 
 constexpr double kMaxScale = 1024;
+// RoPE's base: above 1 for frequencies that fall with the channel; 1e12 is beyond any model's.
+constexpr double kMaxRopeBase = 1e12;
+// A norm's eps: positive (a zero row would divide by zero), and far below a unit mean square.
+constexpr double kMaxNormEps = 0.1;
 
 // ffn also accepts "swiglu", the GLU with the silu gate; a shape's activation (say gelu) does not
 // make it a GeGLU.
@@ -102,6 +109,15 @@ const std::vector<ConfigKey<ModelConfig>>& keys() {
     t.push_back(bool_key<ModelConfig>("attn_qk_norm", RECALL_MODEL_FIELD(bool, attn_qk_norm)));
     t.push_back(
         bool_key<ModelConfig>("attn_scale_learned", RECALL_MODEL_FIELD(bool, attn_scale_learned)));
+    t.push_back(real_key<ModelConfig>("rope_base", RECALL_MODEL_FIELD(double, rope_base), 1, true,
+                                      kMaxRopeBase));
+    for (const char* name : {"n_kv_heads", "d_head"}) t.push_back(int_of(name));
+    t.push_back(real_key<ModelConfig>("norm_eps", RECALL_MODEL_FIELD(double, norm_eps), 0, true,
+                                      kMaxNormEps));
+    t.push_back(bool_key<ModelConfig>("qkv_bias", RECALL_MODEL_FIELD(bool, qkv_bias)));
+    t.push_back(
+        bool_key<ModelConfig>("attn_qk_rmsnorm", RECALL_MODEL_FIELD(bool, attn_qk_rmsnorm)));
+    t.push_back(int_of("intermediate_size"));
     return t;
   }();
   return table;
@@ -131,11 +147,32 @@ void ModelConfig::validate() const {
     check_arg(v >= b.lo && v <= b.hi,
               fmt::format("{} = {}: must be an integer in [{}, {}]", b.name, v, b.lo, b.hi));
   }
-  check_arg(d_model % n_heads == 0,
-            fmt::format("d_model = {} is not divisible by n_heads = {}", d_model, n_heads));
+  // with d_head given, the heads' width H d_head need not be d_model: q and the output map between
+  check_arg(d_head > 0 || d_model % n_heads == 0,
+            fmt::format("d_model = {} is not divisible by n_heads = {}; set d_head to give the "
+                        "heads a width of their own",
+                        d_model, n_heads));
   check_arg(pos != PosKind::kRope || head_dim() % 2 == 0,
-            fmt::format("d_model / n_heads = {}: the head dimension must be even with pos = rope",
-                        head_dim()));
+            d_head > 0 ? fmt::format("d_head = {}: must be even with pos = rope", d_head)
+                       : fmt::format("d_model / n_heads = {}: the head dimension must be even "
+                                     "with pos = rope",
+                                     head_dim()));
+  check_arg(n_heads % kv_heads() == 0,
+            fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}: each key/value head "
+                        "serves the same number of query heads",
+                        n_heads, kv_heads()));
+  check_arg(!(attn_qk_norm && attn_qk_rmsnorm),
+            "attn_qk_norm = true and attn_qk_rmsnorm = true: a head's query and key are normed "
+            "one way; set one of them");
+  check_arg(intermediate_size == 0 || ffn == FfnKind::kLinear || ffn == FfnKind::kMlp ||
+                ffn == FfnKind::kGlu,
+            fmt::format("intermediate_size = {}: the width of a linear, mlp or glu feed-forward; "
+                        "with ffn = {} it must be 0",
+                        intermediate_size, to_string(ffn)));
+  check_arg(std::isfinite(rope_base) && rope_base > 1 && rope_base <= kMaxRopeBase,
+            fmt::format("rope_base = {}: must be a number in (1, {}]", rope_base, kMaxRopeBase));
+  check_arg(std::isfinite(norm_eps) && norm_eps > 0 && norm_eps <= kMaxNormEps,
+            fmt::format("norm_eps = {}: must be a number in (0, {}]", norm_eps, kMaxNormEps));
   if (ffn == FfnKind::kLearnedKv)
     check_arg(ffn_slots >= 1,
               fmt::format("ffn_slots = {}: must be >= 1 with ffn = learned_kv", ffn_slots));

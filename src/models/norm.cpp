@@ -23,8 +23,7 @@ void NormImpl::reset() {
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   if (options.kind() == NormKind::kLayerNorm)
     return fast_layer_norm(x, weight, bias, options.eps());
-  auto inv_rms = torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + options.eps());  // (..., 1)
-  return x * inv_rms * weight;
+  return rms_norm(x, weight, options.eps());
 }
 
 }  // namespace recall

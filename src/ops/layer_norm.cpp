@@ -80,4 +80,9 @@ torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& 
   return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
 }
 
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  auto inv_rms = torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + eps);  // (..., 1)
+  return x * inv_rms * weight;
+}
+
 }  // namespace recall

@@ -19,8 +19,13 @@ void AttentionImpl::reset() {
   // What the maths needs, in the options' own terms (a model's config states its keys' bounds to
   // the user first: ModelConfig::validate).
   const int64_t D = options.d_model(), H = options.n_heads(), W = options.conv();
-  check_arg(D >= 1 && H >= 1 && D % H == 0,
+  check_arg(D >= 1 && H >= 1 && (options.d_head() > 0 || D % H == 0),
             fmt::format("AttentionOptions: d_model {} is no multiple of n_heads {}", D, H));
+  check_arg(
+      options.d_head() >= 0 && options.n_kv_heads() >= 0 && H % kv_heads() == 0,
+      fmt::format("AttentionOptions: n_heads {} is no multiple of n_kv_heads {}", H, kv_heads()));
+  check_arg(!(options.qk_norm() && options.qk_rmsnorm()),
+            "AttentionOptions: qk_norm and qk_rmsnorm norm the same vectors two ways");
   check_arg(!options.rope() || d_head() % 2 == 0,
             fmt::format("AttentionOptions: rope rotates pairs, d_head {} is odd", d_head()));
   check_arg(options.seq_len() >= 2,
@@ -33,8 +38,9 @@ void AttentionImpl::reset() {
   check_arg(
       W == 0 || (W >= 2 && W <= kMaxConv),
       fmt::format("AttentionOptions: conv {} is neither 0 nor a width in [2, {}]", W, kMaxConv));
-  qkv = register_module("qkv", make_linear(D, 3 * D, options.bias()));
-  out = register_module("out", make_linear(D, D, options.bias()));
+  const int64_t C = (H + 2 * kv_heads()) * d_head();  // q, k, v channels: 3 D under MHA
+  qkv = register_module("qkv", make_linear(D, C, options.bias() || options.qkv_bias()));
+  out = register_module("out", make_linear(H * d_head(), D, options.bias()));
   if (options.mem_kv() > 0) {
     const int64_t N = options.mem_kv();
     mem_k = register_parameter("mem_k", torch::randn({H, N, d_head()}) / std::sqrt(d_head()));
@@ -42,9 +48,13 @@ void AttentionImpl::reset() {
   }
   if (options.conv() > 0) {
     // the identity (c_0 = 1): training starts from plain attention and learns what to mix in
-    auto c = torch::zeros({3 * D, options.conv()});
+    auto c = torch::zeros({C, options.conv()});
     c.select(1, 0).fill_(1.0);
     conv = register_parameter("conv", c);
+  }
+  if (options.qk_rmsnorm()) {
+    q_norm = register_parameter("q_norm", torch::ones({d_head()}));
+    k_norm = register_parameter("k_norm", torch::ones({d_head()}));
   }
   if (options.learn_scale()) beta = register_parameter("beta", torch::full({H}, options.scale()));
   // heads_masked_ is left as it is: a clone keeps its source's flag along with the mask's values
@@ -56,8 +66,13 @@ void AttentionImpl::reset() {
 }
 
 int64_t attention_num_parameters(const AttentionOptions& o) {
-  const int64_t D = o.d_model(), H = o.n_heads();
-  return 4 * D * D + (o.bias() ? 4 * D : 0) + 2 * o.mem_kv() * D + 3 * D * o.conv() +
+  const int64_t D = o.d_model(), H = o.n_heads(), G = o.n_kv_heads() > 0 ? o.n_kv_heads() : H,
+                dh = o.d_head() > 0 ? o.d_head() : D / H, C = (H + 2 * G) * dh;
+  return C * D + H * dh * D +
+         (o.bias()       ? C + D
+          : o.qkv_bias() ? C
+                         : 0) +
+         2 * o.mem_kv() * H * dh + C * o.conv() + (o.qk_rmsnorm() ? 2 * dh : 0) +
          (o.learn_scale() ? H : 0) + (o.rule() == BetaRule::kSsmax ? H : 0);
 }
 
@@ -132,8 +147,9 @@ torch::Tensor AttentionImpl::convolve(const torch::Tensor& z, const torch::Tenso
 
 std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int64_t offset,
                                                     torch::Tensor* tail) {
-  const int64_t B = x.size(0), T = x.size(1), H = options.n_heads(), W = options.conv();
-  auto z = fast_linear(x, qkv->weight, qkv->bias);  // (B, T, 3 D)
+  const int64_t B = x.size(0), T = x.size(1), H = options.n_heads(), G = kv_heads(), dh = d_head(),
+                W = options.conv();
+  auto z = fast_linear(x, qkv->weight, qkv->bias);  // (B, T, (H + 2 G) dh)
   if (W > 0) {
     const torch::Tensor before = tail ? *tail : torch::Tensor();
     auto y = convolve(z, before);
@@ -143,19 +159,27 @@ std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int6
       if (full.size(1) < W - 1)
         full =
             torch::cat({torch::zeros({B, W - 1 - full.size(1), z.size(2)}, z.options()), full}, 1);
-      *tail = full.narrow(1, full.size(1) - (W - 1), W - 1).contiguous();  // (B, W - 1, 3 D)
+      *tail = full.narrow(1, full.size(1) - (W - 1), W - 1).contiguous();  // (B, W - 1, C)
     }
     z = y;
   }
-  auto qkv_heads = z.view({B, T, 3, H, d_head()});  // (B, T, 3, H, dh)
-  auto parts = qkv_heads.unbind(2);                 // views (B, T, H, dh), rows 3 D apart
+  // views into z's rows, (H + 2 G) dh apart: the same strides as a (B, T, 3, H, dh) view under MHA
+  auto q = z.narrow(2, 0, H * dh).view({B, T, H, dh});       // (B, T, H, dh)
+  auto k = z.narrow(2, H * dh, G * dh).view({B, T, G, dh});  // (B, T, G, dh)
+  auto v = z.narrow(2, (H + G) * dh, G * dh).view({B, T, G, dh});
+  if (options.qk_rmsnorm()) {
+    // before RoPE, as transformers' Qwen3: the rotation keeps the norm but mixes the channels
+    // (i, i + d_head/2) that the gains weigh, so the order matters
+    q = rms_norm(q, q_norm, options.norm_eps());
+    k = rms_norm(k, k_norm, options.norm_eps());
+  }
   if (options.rope()) {
-    auto tables = rope_tables(offset + T, d_head(), x.options());
+    auto tables = rope_tables(offset + T, dh, x.options(), options.rope_base());
     if (offset > 0) tables = {tables.cos.narrow(0, offset, T), tables.sin.narrow(0, offset, T)};
     // a rotation keeps the length, so normalising after it is the same as before it
-    return {unit(apply_rope(parts[0], tables)), unit(apply_rope(parts[1], tables)), parts[2]};
+    return {unit(apply_rope(q, tables)), unit(apply_rope(k, tables)), v};
   }
-  return {unit(parts[0]), unit(parts[1]), parts[2]};
+  return {unit(q), unit(k), v};
 }
 
 torch::Tensor AttentionImpl::keys() const {
@@ -172,8 +196,15 @@ std::array<torch::Tensor, 3> AttentionImpl::heads(const torch::Tensor& x) {
   check_arg(x.dim() == 3 && x.size(2) == options.d_model(),
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
-  auto [q, k, v] = project(x);                                    // (B, T, H, dh) each
-  return {q, with_memories(keys(), k), with_memories(mem_v, v)};  // (B, N + T, H, dh)
+  auto [q, k, v] = project(x);  // (B, T, H, dh), (B, T, G, dh) twice
+  return {q, with_memories(keys(), repeat_kv(k)),
+          with_memories(mem_v, repeat_kv(v))};  // (B, N + T, H, dh)
+}
+
+torch::Tensor AttentionImpl::repeat_kv(const torch::Tensor& k) const {
+  const int64_t G = kv_heads();
+  if (G == options.n_heads()) return k;
+  return k.repeat_interleave(options.n_heads() / G, 2);  // (B, S, G, dh) -> (B, S, H, dh)
 }
 
 torch::Tensor AttentionImpl::with_memories(const torch::Tensor& mem, const torch::Tensor& k) {
@@ -189,11 +220,12 @@ torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, Attenti
             fmt::format("attention input: expected (B, T, d_model = {}), got {} dimensions",
                         options.d_model(), x.dim()));
   const int64_t offset = kv.length();
-  auto [q, k, v] = project(x, offset, &kv.tail);  // (B, T, H, dh) each, at positions offset..
-  kv.k = offset > 0 ? torch::cat({kv.k, k}, 1) : k.contiguous();  // (B, offset + T, H, dh)
+  // q (B, T, H, dh), k and v (B, T, G, dh), at positions offset..
+  auto [q, k, v] = project(x, offset, &kv.tail);
+  kv.k = offset > 0 ? torch::cat({kv.k, k}, 1) : k.contiguous();  // (B, offset + T, G, dh)
   kv.v = offset > 0 ? torch::cat({kv.v, v}, 1) : v.contiguous();
-  const auto a =
-      attend_reference(q, with_memories(keys(), kv.k), with_memories(mem_v, kv.v), offset);
+  const auto a = attend_reference(q, with_memories(keys(), repeat_kv(kv.k)),
+                                  with_memories(mem_v, repeat_kv(kv.v)), offset);
   return output(a.y);
 }
 

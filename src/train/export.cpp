@@ -53,7 +53,7 @@ NamedTensors named_state(const torch::nn::Module& module) {
 
 namespace {
 // The model keys (model_config_items, their one writer), each TOML literal read back as the JSON
-// value it spells, and the constants the architecture fixes.
+// value it spells (norm_eps and rope_base among them, which older exports wrote as constants).
 nlohmann::json model_json(const ModelConfig& c) {
   nlohmann::json j;
   for (const auto& [key, literal] : model_config_items(c)) {
@@ -68,8 +68,6 @@ nlohmann::json model_json(const ModelConfig& c) {
     else
       j[key] = v.value_exact<std::string>().value();
   }
-  j["norm_eps"] = kNormEps;
-  j["rope_base"] = kRopeBase;
   return j;
 }
 

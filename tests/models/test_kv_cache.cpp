@@ -39,6 +39,24 @@ TEST(KvCache, IncrementalLogitsEqualTheFullForward) {
   auto glu = small(PosKind::kRope, BetaRule::kSsmax, FfnKind::kGlu);
   glu.tied_head = true;
   configs.push_back(glu);
+  // the Llama families' keys: a cache of G key/value heads, heads of their own width, Qwen3's
+  // q and k norms, Qwen2's q, k, v biases, a RoPE base and an FFN width of their own
+  auto gqa = small(PosKind::kRope, BetaRule::kNone, FfnKind::kGlu);
+  gqa.n_heads = 4;
+  gqa.n_kv_heads = 2;
+  gqa.d_head = 6;
+  gqa.attn_qk_rmsnorm = true;
+  gqa.rope_base = 500000.0;
+  gqa.intermediate_size = 20;
+  gqa.norm_eps = 1e-6;
+  configs.push_back(gqa);
+  auto mqa = small(PosKind::kRope, BetaRule::kSu, FfnKind::kGlu);
+  mqa.n_heads = 4;
+  mqa.n_kv_heads = 1;
+  mqa.qkv_bias = true;
+  mqa.attn_conv = 3;
+  mqa.attn_mem_kv = 2;
+  configs.push_back(mqa);
   for (size_t i = 0; i < configs.size(); ++i) {
     const auto& c = configs[i];
     torch::manual_seed(i);
@@ -53,6 +71,8 @@ TEST(KvCache, IncrementalLogitsEqualTheFullForward) {
     for (int64_t t = 4; t < 12; ++t)
       parts.push_back(model->forward_incremental(idx.narrow(1, t, 1), kv));
     EXPECT_EQ(kv.length(), 12);
+    // the cache holds the key/value heads, not the query heads they serve
+    EXPECT_EQ(kv.layers.front().k.size(2), c.kv_heads());
     const double diff = (torch::cat(parts, 1) - full).abs().max().item<double>();
     EXPECT_LT(diff, 1e-5) << "config " << i << ": pos " << to_string(c.pos) << ", rule "
                           << to_string(c.attn_rule) << ", ffn " << to_string(c.ffn);

@@ -64,6 +64,59 @@ TEST(ModelConfig, RejectsBadValuesNamingKeyValueAndRange) {
   expect_rejected(c, {"n_layers = 0", "in [1, 1024]"});
 }
 
+// The keys of the Llama families: each bound, and the checks across keys, in one line naming them.
+TEST(ModelConfig, LlamaFamilyKeysAreCheckedAcrossKeys) {
+  ModelConfig c;
+  c.n_kv_heads = 3;
+  expect_rejected(c, {"n_heads = 4", "not a multiple of n_kv_heads = 3"});
+  c.n_kv_heads = 2;
+  EXPECT_NO_THROW(c.validate());
+  c = {};
+  c.d_model = 130;
+  c.d_head = 32;  // heads of their own width need no d_model divisible by n_heads
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.head_dim(), 32);
+  c.d_head = 7;
+  expect_rejected(c, {"d_head = 7", "even", "rope"});
+  c = {};
+  c.attn_qk_norm = c.attn_qk_rmsnorm = true;
+  expect_rejected(c, {"attn_qk_norm", "attn_qk_rmsnorm"});
+  c = {};
+  c.ffn = FfnKind::kLearnedKv;
+  c.ffn_slots = 4;
+  c.intermediate_size = 100;
+  expect_rejected(c, {"intermediate_size = 100", "learned_kv"});
+  c = {};
+  c.rope_base = 1;
+  expect_rejected(c, {"rope_base = 1", "(1, "});
+  c = {};
+  c.norm_eps = 0;
+  expect_rejected(c, {"norm_eps = 0", "(0, "});
+  c = {};
+  c.n_kv_heads = -1;
+  expect_rejected(c, {"n_kv_heads = -1", "in [0, 1024]"});
+  // the defaults are the model as it was before these keys, in its config.toml too
+  const ModelConfig d;
+  EXPECT_EQ(d.head_dim(), d.d_model / d.n_heads);
+  EXPECT_EQ(d.kv_heads(), d.n_heads);
+  EXPECT_EQ(d.rope_base, kRopeBase);
+  EXPECT_EQ(d.norm_eps, kNormEps);
+  const auto read = model_config_from_toml(toml::parse(
+      "n_kv_heads = 2\nd_head = 16\nrope_base = 500000.0\nnorm_eps = 1e-06\nqkv_bias = true\n"
+      "attn_qk_rmsnorm = true\nintermediate_size = 100\nffn = \"swiglu\"\n"));
+  EXPECT_EQ(read.kv_heads(), 2);
+  EXPECT_EQ(read.head_dim(), 16);
+  EXPECT_EQ(read.rope_base, 500000.0);
+  EXPECT_EQ(read.norm_eps, 1e-6);
+  EXPECT_TRUE(read.qkv_bias && read.attn_qk_rmsnorm);
+  EXPECT_EQ(read.intermediate_size, 100);
+  // printed and read back, every key round trips
+  std::string text;
+  for (const auto& [key, literal] : model_config_items(read)) text += key + " = " + literal + "\n";
+  EXPECT_EQ(model_config_items(model_config_from_toml(toml::parse(text))),
+            model_config_items(read));
+}
+
 TEST(ModelConfig, EnumNamesRoundTrip) {
   for (auto v : {PosKind::kRope, PosKind::kLearned, PosKind::kNone})
     EXPECT_EQ(pos_kind_from_string(to_string(v)), v);

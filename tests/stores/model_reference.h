@@ -9,12 +9,12 @@
 
 namespace recall::test {
 
-// Rotates the pair (i, i + d/2) of a head vector at position t by t * 10000^(-2i/d).
-inline torch::Tensor rope_naive(const torch::Tensor& v, int64_t t) {
+// Rotates the pair (i, i + d/2) of a head vector at position t by t * base^(-2i/d).
+inline torch::Tensor rope_naive(const torch::Tensor& v, int64_t t, double base = 10000.0) {
   const int64_t d = v.size(0), half = d / 2;
   auto r = v.clone();
   for (int64_t i = 0; i < half; ++i) {
-    const double angle = t * std::pow(10000.0, -2.0 * i / d);
+    const double angle = t * std::pow(base, -2.0 * i / d);
     const double a = v[i].item<double>(), b = v[i + half].item<double>();
     r[i] = a * std::cos(angle) - b * std::sin(angle);
     r[i + half] = b * std::cos(angle) + a * std::sin(angle);
@@ -33,12 +33,25 @@ inline torch::Tensor unit_naive(const AttentionImpl& a, const torch::Tensor& v) 
   return v / std::sqrt(v.dot(v).item<double>());
 }
 
-// x: (B, T, D) -> (B, T, D), loops over batch, head, query and key.
+// With qk_rmsnorm, v / sqrt(mean(v^2) + eps) * gain channel by channel (Qwen3's q_norm, k_norm);
+// v otherwise.
+inline torch::Tensor rmsnorm_naive(const AttentionImpl& a, const torch::Tensor& v,
+                                   const torch::Tensor& gain) {
+  if (!a.options.qk_rmsnorm()) return v;
+  const double ms = v.dot(v).item<double>() / static_cast<double>(v.size(0));
+  auto r = v.clone();
+  for (int64_t i = 0; i < v.size(0); ++i)
+    r[i] = v[i].item<double>() / std::sqrt(ms + a.options.norm_eps()) * gain[i].item<double>();
+  return r;
+}
+
+// x: (B, T, D) -> (B, T, D), loops over batch, head, query and key; query head h reads key/value
+// head h / (H / G).
 inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1), D = a.options.d_model(), H = a.options.n_heads();
-  const int64_t dh = D / H, N = a.options.mem_kv();
-  const double L = static_cast<double>(a.options.seq_len());
-  auto y = torch::zeros({B, T, D}, x.options());
+  const int64_t B = x.size(0), T = x.size(1), H = a.options.n_heads(), G = a.kv_heads();
+  const int64_t dh = a.d_head(), N = a.options.mem_kv(), Q = H * dh, KV = G * dh;
+  const double L = static_cast<double>(a.options.seq_len()), rope_base = a.options.rope_base();
+  auto y = torch::zeros({B, T, Q}, x.options());
   for (int64_t b = 0; b < B; ++b) {
     auto qkv = linear_naive(x[b], a.qkv);  // (T, 3D)
     if (a.options.conv() > 0) {
@@ -50,9 +63,10 @@ inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
       qkv = mixed;
     }
     for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / G);  // the key/value head of query head h
       for (int64_t t = 0; t < T; ++t) {
-        auto q = qkv[t].slice(0, h * dh, (h + 1) * dh);
-        if (a.options.rope()) q = rope_naive(q, t);
+        auto q = rmsnorm_naive(a, qkv[t].slice(0, h * dh, (h + 1) * dh), a.q_norm);
+        if (a.options.rope()) q = rope_naive(q, t, rope_base);
         q = unit_naive(a, q);
         const double M = t + 1.0;
         // beta_0: the per-head parameter when learned; 1 / sqrt(dh) unless q and k are unit
@@ -69,11 +83,11 @@ inline torch::Tensor attention_naive(AttentionImpl& a, const torch::Tensor& x) {
           values.push_back(a.mem_v[h][m]);
         }
         for (int64_t s = 0; s <= t; ++s) {
-          auto k = qkv[s].slice(0, D + h * dh, D + (h + 1) * dh);
-          if (a.options.rope()) k = rope_naive(k, s);
+          auto k = rmsnorm_naive(a, qkv[s].slice(0, Q + g * dh, Q + (g + 1) * dh), a.k_norm);
+          if (a.options.rope()) k = rope_naive(k, s, rope_base);
           k = unit_naive(a, k);
           logits.push_back(scale * q.dot(k).item<double>());
-          values.push_back(qkv[s].slice(0, 2 * D + h * dh, 2 * D + (h + 1) * dh));
+          values.push_back(qkv[s].slice(0, Q + KV + g * dh, Q + KV + (g + 1) * dh));
         }
         const double mx = *std::max_element(logits.begin(), logits.end());
         double z = 0;

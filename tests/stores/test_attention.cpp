@@ -1,4 +1,5 @@
 // Attention against the naive reference of model_reference.h, for every beta rule.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,6 +96,43 @@ TEST(ModelAttention, UnitQueriesAndKeysMatchTheNaiveLoops) {
       EXPECT_LT(max_error(a, torch::kFloat64), 1e-12) << what;
       EXPECT_LT(max_error(a, torch::kFloat32), 2e-5) << what;
     }
+}
+
+// The Llama families' attention: G key/value heads shared by H / G query heads each (G = H is
+// multi-head attention, G = 1 multi-query), heads of their own width, Qwen3's RMSNorm of each
+// head's q and k with learned gains, Qwen2's biases on q, k, v alone, a RoPE base of its own;
+// fast path (float32, the fused kernel on the repeated keys) and float64 against the naive loops.
+TEST(ModelAttention, GroupedQueriesAndQwenNormsMatchTheNaiveLoops) {
+  for (int64_t G : {1, 2, 4})
+    for (bool rmsnorm : {false, true})
+      for (int64_t dh : {0, 6}) {
+        torch::manual_seed(5);
+        Attention a(AttentionOptions(8, 4, 16)
+                        .n_kv_heads(G)
+                        .d_head(dh)
+                        .qkv_bias(true)
+                        .qk_rmsnorm(rmsnorm)
+                        .norm_eps(1e-6)
+                        .rope_base(500000.0)
+                        .mem_kv(G == 2 ? 2 : 0));
+        ASSERT_EQ(a->qkv->weight.size(0), (4 + 2 * G) * (dh > 0 ? dh : 2));
+        EXPECT_FALSE(a->out->bias.defined());  // qkv_bias: q, k and v alone
+        int64_t n = 0;
+        for (const auto& p : a->parameters()) n += p.numel();
+        EXPECT_EQ(n, attention_num_parameters(a->options));
+        a->to(torch::kFloat64);
+        {
+          torch::NoGradGuard no_grad;
+          for (auto& p : a->parameters()) p.normal_(0.0, 0.5);
+          if (rmsnorm) {  // gains about 1, unequal across channels
+            a->q_norm.add_(1.0);
+            a->k_norm.add_(1.0);
+          }
+        }
+        const std::string what = fmt::format("G {} rmsnorm {} d_head {}", G, rmsnorm, dh);
+        EXPECT_LT(max_error(a, torch::kFloat64), 1e-12) << what;
+        EXPECT_LT(max_error(a, torch::kFloat32), 2e-5) << what;
+      }
 }
 
 TEST(ModelAttention, UnitQueriesAndKeysBoundTheLogits) {

@@ -104,6 +104,26 @@ std::vector<Case> cases() {
     c.attn_rule = BetaRule::kYarn;
     c.attn_scale = 2.5;
   });
+  // the Llama families' keys: grouped-query attention with heads of their own width, Qwen3's q
+  // and k norms, Qwen2's q, k, v biases, a RoPE base, a norm eps and an FFN width of their own
+  add("gqa_dhead_qk_rmsnorm_swiglu", [](ModelConfig& c) {
+    c.n_kv_heads = 1;
+    c.d_head = 6;
+    c.attn_qk_rmsnorm = true;
+    c.rope_base = 500000.0;
+    c.norm_eps = 1e-6;
+    c.ffn = FfnKind::kGlu;
+    c.activation = Activation::kSilu;
+    c.intermediate_size = 20;
+  });
+  add("gqa_qkv_bias_conv_memkv_rule", [](ModelConfig& c) {
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.qkv_bias = true;
+    c.attn_conv = 2;
+    c.attn_mem_kv = 2;
+    c.attn_rule = BetaRule::kSu;
+  });
   add("rmsnorm_bias_memkv_learned_kv", [](ModelConfig& c) {
     c.bias = true;
     c.attn_mem_kv = 2;

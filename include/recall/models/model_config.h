@@ -12,9 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "recall/ops/layer_norm.h"
 #include "recall/stores/activation.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/stores/feed_forward.h"
+#include "recall/stores/rope.h"
 
 namespace recall {
 
@@ -56,9 +58,25 @@ struct ModelConfig {
   bool attn_qk_norm = false;
   // attn_scale learned per head from its value (`attn.beta`), rather than fixed.
   bool attn_scale_learned = false;
+  // The keys of the Llama and Qwen families (recall import and export --format llama|qwen2|qwen3);
+  // each default is the model as it was before the key, so older configs read as they did.
+  double rope_base =
+      kRopeBase;  // RoPE's base: frequencies base^(-2i / d_head) (Llama's rope_theta)
+  // Grouped-query attention: G key/value heads, each shared by n_heads / G query heads in turn
+  // (head h reads kv head h / (n_heads / G), as transformers' repeat_kv); 0: n_heads (MHA).
+  int64_t n_kv_heads = 0;
+  int64_t d_head = 0;          // each head's width, apart from d_model; 0: d_model / n_heads
+  double norm_eps = kNormEps;  // the eps of every norm (rms_norm_eps, layer_norm_epsilon)
+  bool qkv_bias = false;       // biases on the q, k, v projections alone (Qwen2); `bias` sets all
+  // Qwen3's RMSNorm of each head's query and key with learned gains g_q, g_k (d_head,), before
+  // RoPE (attention.h): the essay's unit keys up to those gains.
+  bool attn_qk_rmsnorm = false;
+  // The feed-forward width (linear, mlp, glu); 0: ffn_mult * d_model.
+  int64_t intermediate_size = 0;
   // Every key's bounds, then the checks across keys.
   void validate() const;
-  int64_t head_dim() const { return d_model / n_heads; }
+  int64_t head_dim() const { return d_head > 0 ? d_head : d_model / n_heads; }
+  int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
 };
 
 // The TOML keys of ModelConfig, equal to its field names, in the order the writer prints them.

@@ -3,11 +3,9 @@
 #pragma once
 #include "recall/core/torch.h"
 #include "recall/models/model_config.h"
+#include "recall/ops/layer_norm.h"
 
 namespace recall {
-
-// The eps of both norms, as GPT-2's and torch's LayerNorm default.
-inline constexpr double kNormEps = 1e-5;
 
 struct NormOptions {
   explicit NormOptions(int64_t dim) : dim_(dim) {}

@@ -16,6 +16,20 @@
 // key/values and the t + 1 context ones; keys()/values() are the N learned ones (H, N, d_head),
 // recall_weights the attention weights.
 //
+// With qk_rmsnorm (Qwen3's q_norm and k_norm), each head's query and key is RMS-normed with learned
+// gains g_q, g_k (d_head,) before RoPE, as transformers does:
+//   q' = sqrt(d_head) g_q * q / |q|,   k' = sqrt(d_head) g_k * k / |k|   (eps aside),
+// so the logit q' . k' / sqrt(d_head) is sqrt(d_head) sum_i g_q,i g_k,i qhat_i khat_i: with gains
+// constant across channels (g_q = a 1, g_k = b 1, and RoPE, a rotation of channel pairs, keeps
+// that), the essay's store with unit keys, beta cos(q, k), at beta = a b sqrt(d_head) times scale
+// and the rule's factor. Unequal gains weigh the channels of the cosine; inspect reads the keys
+// after the norm.
+//
+// With n_kv_heads = G < H (grouped-query attention), the projection gives H query heads and G key
+// and value heads; kv head j serves query heads j H/G .. (j + 1) H/G - 1 (transformers' repeat_kv).
+// They are repeated to H heads before the attention (the fused kernel, the reference and the
+// activation cache see H heads, so heads of one group share their keys); the KV cache keeps G.
+//
 // With conv = W >= 2 (Primer's multi-dconv-head attention), each channel of the q, k and v
 // projections is a causal depthwise convolution of width W over positions before the heads split:
 //   z'_t = sum_{j < W} c_j * z_{t-j}   (z_{t-j} = 0 before the sequence starts),
@@ -26,7 +40,9 @@
 
 #include "recall/core/torch.h"
 #include "recall/ops/causal_attention.h"
+#include "recall/ops/layer_norm.h"
 #include "recall/stores/beta_rule.h"
+#include "recall/stores/rope.h"
 #include "recall/stores/store.h"
 
 namespace recall {
@@ -49,11 +65,18 @@ struct AttentionOptions {
   // unit q and k per head: the logit is beta cos(q, k), beta = scale (no 1 / sqrt(d_head))
   TORCH_ARG(bool, qk_norm) = false;
   TORCH_ARG(bool, learn_scale) = false;  // scale learned per head, from `scale`
+  TORCH_ARG(int64_t, n_kv_heads) = 0;    // G key/value heads; 0: n_heads
+  TORCH_ARG(int64_t, d_head) = 0;        // 0: d_model / n_heads
+  TORCH_ARG(double, rope_base) = kRopeBase;
+  TORCH_ARG(bool, qkv_bias) = false;       // biases on q, k, v alone; `bias` sets them and out's
+  TORCH_ARG(bool, qk_rmsnorm) = false;     // Qwen3's per-head RMSNorm of q and k, learned gains
+  TORCH_ARG(double, norm_eps) = kNormEps;  // qk_rmsnorm's eps
 };
 
-// The keys and values of the positions decoded so far, for incremental decoding: k, v (B, n, H,
-// d_head), k after RoPE, without the learned memories; undefined before the first call. With a
-// convolution, tail holds the last conv - 1 projections before it (B, conv - 1, 3 d_model).
+// The keys and values of the positions decoded so far, for incremental decoding: k, v (B, n, G,
+// d_head) with G the key/value heads, k after RoPE, without the learned memories; undefined before
+// the first call. With a convolution, tail holds the last conv - 1 projections before it
+// (B, conv - 1, (H + 2 G) d_head).
 struct AttentionKv {
   torch::Tensor k, v, tail;
   int64_t length() const { return k.defined() ? k.size(1) : 0; }
@@ -68,8 +91,9 @@ struct AttentionTrace {
 };
 
 // The parameters AttentionImpl registers for `options`, without building it, D = d_model, H heads,
-// N memories, W the convolution's width: qkv 3 D^2 and out D^2 (+ 4 D biases), the memories 2 N D,
-// the convolution 3 D W, a learned scale per head, and ssmax's per head.
+// G key/value heads of width dh, C = (H + 2 G) dh, N memories, W the convolution's width: qkv C D
+// and out H dh D (+ C + D biases, C with qkv_bias alone), the memories 2 N H dh, the convolution
+// C W, qk_rmsnorm's gains 2 dh, a learned scale per head, and ssmax's per head.
 int64_t attention_num_parameters(const AttentionOptions& options);
 
 class AttentionImpl : public StoreModule<AttentionImpl, Store> {
@@ -115,17 +139,24 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // Sets head_mask, the multipliers of each head's output (inspect's ablation).
   void set_head_mask(const torch::Tensor& mask);
   bool heads_masked() const { return heads_masked_; }
-  int64_t d_head() const { return options.d_model() / options.n_heads(); }
+  int64_t d_head() const {
+    return options.d_head() > 0 ? options.d_head() : options.d_model() / options.n_heads();
+  }
+  int64_t kv_heads() const {
+    return options.n_kv_heads() > 0 ? options.n_kv_heads() : options.n_heads();
+  }
   // Module::load, which also reads files written before head_mask was state (all heads on).
   void load(torch::serialize::InputArchive& archive) override;
 
   AttentionOptions options;
-  torch::nn::Linear qkv{nullptr};  // d_model -> 3 d_model, output rows [q; k; v], heads inside
-  torch::nn::Linear out{nullptr};  // d_model -> d_model
+  // d_model -> (H + 2 G) d_head, output rows [q (H heads); k (G heads); v (G heads)]
+  torch::nn::Linear qkv{nullptr};
+  torch::nn::Linear out{nullptr};  // H d_head -> d_model
   torch::Tensor mem_k, mem_v;      // (H, mem_kv, d_head), mem_kv > 0 only
-  torch::Tensor conv;              // (3 d_model, conv): c_j of each q, k, v channel; conv > 0 only
-  SsmaxScale ssmax{nullptr};       // rule ssmax only
-  torch::Tensor beta;              // (H,) the learned scale_h; learn_scale only
+  torch::Tensor conv;  // ((H + 2 G) d_head, conv): c_j of each q, k, v channel; conv > 0 only
+  torch::Tensor q_norm, k_norm;  // (d_head,) the gains g_q, g_k; qk_rmsnorm only
+  SsmaxScale ssmax{nullptr};     // rule ssmax only
+  torch::Tensor beta;            // (H,) the learned scale_h; learn_scale only
   // (H,) multipliers of each head's output before the output projection, a buffer of ones; zero
   // ablates a head (recall inspect). Written through set_head_mask, so that forward skips the
   // multiply while every entry is 1.
@@ -134,8 +165,9 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
  private:
   // q (B, T, H, dh) after RoPE, k and v (B, N + T, H, dh) with the N memories first.
   std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
-  // q, k, v of x after the convolution, RoPE and (qk_norm) the unit scaling of q and k, each
-  // (B, T, H, d_head); x holds positions offset .. offset + T - 1. With a convolution, `tail`
+  // q, k, v of x after the convolution, (qk_rmsnorm) the norm of q and k, RoPE and (qk_norm) the
+  // unit scaling of q and k: q (B, T, H, d_head), k and v (B, T, G, d_head); x holds positions
+  // offset .. offset + T - 1. With a convolution, `tail`
   // (when given) holds the projections of the conv - 1 positions before x (undefined at the start
   // of a sequence) and is advanced past x.
   std::array<torch::Tensor, 3> project(const torch::Tensor& x, int64_t offset = 0,
@@ -143,6 +175,9 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // The causal depthwise convolution of projections z (B, T, C) given the conv - 1 rows before
   // them, `before` (B, conv - 1, C), zeros when undefined: (B, T, C).
   torch::Tensor convolve(const torch::Tensor& z, const torch::Tensor& before) const;
+  // Keys or values of G heads (B, S, G, dh) repeated to the H query heads: (B, S, H, dh), each
+  // kv head for H / G query heads in a row; k itself when G = H.
+  torch::Tensor repeat_kv(const torch::Tensor& k) const;
   // The N learned memories in front of context keys or values k (B, S, H, dh): (B, N + S, H, dh).
   torch::Tensor with_memories(const torch::Tensor& mem, const torch::Tensor& k);
   // The part of the logit multiplier that no rule or parameter changes: scale / sqrt(d_head), or

@@ -33,7 +33,7 @@ NamedTensors named_state(const torch::nn::Module& module);
 std::string state_dict_pickle(const torch::nn::Module& module);
 
 // Writes DIR/model.pt, DIR/model.safetensors and DIR/config.json (the ModelConfig keys under
-// "model", enum values by name, with the constants the architecture fixes: norm_eps, rope_base) for
+// "model", enum values by name, norm_eps and rope_base among them) for
 // `model` (trained on `config` for `step` steps; text runs carry their vocabulary, id -> byte or
 // codepoint). Creates DIR.
 void export_model(const Transformer& model, const TrainConfig& config, int64_t step,
