@@ -24,6 +24,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILE
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DRECALL_FUZZ=ON >/dev/null
 # The libraries, the test programs (and so the binary they run) and the fuzzers; no benchmarks.
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input \
+  fuzz_foreign_config \
   recall_tests
 echo "fuzz.sh: sanitized build took $(($(date +%s) - t0)) s"
 
@@ -53,7 +54,7 @@ if ((run_fuzz)); then
   t1=$(date +%s)
   # Each fuzzer is one thread: as many side by side as there are cores.
   running=()
-  for target in fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input; do
+  for target in fuzz_config fuzz_checkpoint fuzz_safetensors fuzz_pickle fuzz_input fuzz_foreign_config; do
     fuzz_one "$target" "$secs" &
     running+=($!)
     if ((${#running[@]} >= $(nproc))); then

@@ -1,6 +1,7 @@
 // recall export: a checkpoint as a PyTorch state dict (model.pt, torch.load reads it with its
 // defaults), the same tensors as model.safetensors, and config.json; python/recall_model.py loads
-// them. With --format gpt2, a model of GPT-2's architecture as a folder that transformers loads.
+// them. With --format gpt2, llama, qwen2 or qwen3, a model of that architecture as a folder that
+// transformers loads.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -25,10 +26,12 @@ void add_export(CLI::App& root, Action& action) {
   cmd->add_option("--out", args->out, "folder for model.pt, model.safetensors and config.json")
       ->required();
   cmd->add_option("--format", args->format,
-                  "recall (model.pt, model.safetensors, config.json of every recall model), or "
+                  "recall (model.pt, model.safetensors, config.json of every recall model); "
                   "gpt2: config.json and model.safetensors that transformers' "
                   "GPT2LMHeadModel.from_pretrained loads, for a model of GPT-2's architecture "
-                  "(learned positions, layernorm, a gelu mlp, biases)")
+                  "(learned positions, layernorm, a gelu mlp, biases); llama, qwen2, qwen3: the "
+                  "same for LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (rope, rmsnorm, "
+                  "swiglu; qwen2 with qkv_bias, qwen3 with attn_qk_rmsnorm)")
       ->capture_default_str();
   cmd->callback([args, &action] {
     const ExportFormat format = export_format_from_string(args->format);
@@ -36,11 +39,14 @@ void add_export(CLI::App& root, Action& action) {
     action = [args, format] {
       export_checkpoint(args->checkpoint, args->out, format);
       if (quiet()) return 0;
-      if (format == ExportFormat::kGpt2)
+      if (format != ExportFormat::kRecall)
         fmt::print(stderr,
                    "exported {} to {}/config.json and model.safetensors; in Python: "
-                   "transformers.GPT2LMHeadModel.from_pretrained(\"{}\")\n",
-                   args->checkpoint, args->out, args->out);
+                   "transformers.{}.from_pretrained(\"{}\")\n",
+                   args->checkpoint, args->out,
+                   format == ExportFormat::kGpt2 ? std::string("GPT2LMHeadModel")
+                                                 : llama_architecture(llama_family(format)),
+                   args->out);
       else
         fmt::print(stderr,
                    "exported {} to {}/model.pt, model.safetensors and config.json; in Python: "

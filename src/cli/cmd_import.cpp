@@ -1,5 +1,5 @@
-// recall import: a model trained elsewhere (a nanoGPT checkpoint, a GPT-2-format folder) as a
-// recall checkpoint, for eval, sample, inspect, extrapolate and export.
+// recall import: a model trained elsewhere (a nanoGPT checkpoint; a GPT-2, Llama, Qwen2 or Qwen3
+// folder) as a recall checkpoint, for eval, sample, inspect, extrapolate and export.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,10 +19,12 @@ void add_import(CLI::App& root, Action& action) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = root.add_subcommand(
-      "import", "a nanoGPT checkpoint or a GPT-2-format folder as a recall checkpoint");
+      "import",
+      "a nanoGPT checkpoint or a GPT-2, Llama, Qwen2 or Qwen3 folder as a recall checkpoint");
   cmd->add_option("--from", args->from,
-                  "nanoGPT ckpt.pt, or a folder with config.json and model.safetensors (or "
-                  "model.safetensors.index.json and its shards) or pytorch_model.bin")
+                  "nanoGPT ckpt.pt, or a folder (GPT-2, Llama, Qwen2, Qwen3) with config.json and "
+                  "model.safetensors (or model.safetensors.index.json and its shards) or "
+                  "pytorch_model.bin")
       ->required();
   cmd->add_option("--out", args->out, "run folder for checkpoint.bin and config.toml")->required();
   cmd->add_option("--config", args->config,
@@ -49,10 +51,13 @@ void add_import(CLI::App& root, Action& action) {
       const ForeignModel m = import_model(args->from, config, args->out);
       if (!quiet())
         fmt::print(stderr,
-                   "imported {} ({} layers, d_model {}, {} heads, seq_len {}, vocab {}, "
+                   "imported {} ({} layers, d_model {}, {} heads{}, seq_len {}, vocab {}, "
                    "activation {}, {} head) to {}/checkpoint.bin; e.g. recall inspect "
                    "--checkpoint {}\n",
                    m.format, m.config.n_layers, m.config.d_model, m.config.n_heads,
+                   m.config.kv_heads() != m.config.n_heads
+                       ? fmt::format(" sharing {} key/value heads", m.config.kv_heads())
+                       : "",
                    m.config.seq_len, m.config.vocab_size, to_string(m.config.activation),
                    m.config.tied_head ? "tied" : "untied", args->out, args->out);
       return 0;

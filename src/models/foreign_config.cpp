@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "recall/core/enum_names.h"
 #include "recall/core/error.h"
 #include "recall/models/norm.h"
 
@@ -163,6 +165,118 @@ bool read_gpt2_option(const std::string& key, const nlohmann::json& v, ModelConf
   return true;
 }
 
+constexpr std::array<const char*, 3> kLlamaFamilyNames = {"llama", "qwen2", "qwen3"};
+
+// The shape of the Llama families: RoPE, pre-norm RMSNorm, a SwiGLU feed-forward, no biases, an
+// untied head, attention scaled by 1 / sqrt(d_head) under no beta rule.
+ModelConfig llama_shape() {
+  ModelConfig c;
+  c.pos = PosKind::kRope;
+  c.norm = NormKind::kRmsNorm;
+  c.ffn = FfnKind::kGlu;
+  c.activation = Activation::kSilu;
+  c.attn_rule = BetaRule::kNone;
+  c.attn_scale = 1.0;
+  c.tied_head = false;
+  c.bias = false;
+  return c;
+}
+
+// The widths in one form, so that a model read from a file and the model written to it compare
+// equal: n_kv_heads and d_head 0 where they are the default, the feed-forward width as ffn_mult
+// where it is a multiple of d_model (else ffn_mult at its default, which intermediate_size
+// overrides), qkv_bias off where bias puts biases everywhere.
+void normalise_widths(ModelConfig& c) {
+  if (c.n_kv_heads == c.n_heads) c.n_kv_heads = 0;
+  if (c.d_head > 0 && c.n_heads > 0 && c.d_model % c.n_heads == 0 &&
+      c.d_head == c.d_model / c.n_heads)
+    c.d_head = 0;
+  if (c.intermediate_size > 0 && c.intermediate_size % c.d_model == 0 &&
+      c.intermediate_size / c.d_model <= 64) {
+    c.ffn_mult = c.intermediate_size / c.d_model;
+    c.intermediate_size = 0;
+  } else if (c.intermediate_size > 0) {
+    c.ffn_mult = ModelConfig{}.ffn_mult;  // the width is intermediate_size's alone
+  }
+  if (c.bias) c.qkv_bias = false;
+}
+
+// Keys of the Llama families that leave the forward pass as recall computes it: the attention's
+// dropout, Llama 4.x's tensor-parallel slicing of the same products, and where Qwen's sliding
+// windows would start (use_sliding_window, refused when true, decides whether there are any).
+const std::set<std::string>& llama_ignored_keys() {
+  static const std::set<std::string> keys = {"attention_dropout", "pretraining_tp",
+                                             "max_window_layers"};
+  return keys;
+}
+
+// Keys of the mixture-of-experts variants (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek): recall's
+// feed-forward is one dense store.
+const std::set<std::string>& moe_keys() {
+  static const std::set<std::string> keys = {"num_experts",
+                                             "num_local_experts",
+                                             "num_experts_per_tok",
+                                             "moe_intermediate_size",
+                                             "shared_expert_intermediate_size",
+                                             "decoder_sparse_step",
+                                             "norm_topk_prob",
+                                             "output_router_logits",
+                                             "router_aux_loss_coef",
+                                             "router_jitter_noise",
+                                             "mlp_only_layers",
+                                             "n_routed_experts",
+                                             "n_shared_experts",
+                                             "first_k_dense_replace"};
+  return keys;
+}
+
+// rope_theta as a RoPE base recall holds, refused otherwise.
+double rope_theta(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_number() || !(v.get<double>() > 1))
+    throw refused(source,
+                  fmt::format("{} = {}: RoPE's base must be a number above 1", key, v.dump()));
+  return v.get<double>();
+}
+
+// rope_parameters (transformers 5) or rope_scaling (4.x): recall's RoPE is the unscaled one,
+// rope_type default with its theta; any scaling (linear, dynamic, yarn, llama3, longrope...) or a
+// partial rotation is refused.
+void read_rope_object(const std::string& key, const nlohmann::json& v, ModelConfig& c,
+                      const std::string& source) {
+  if (v.is_null()) return;
+  if (!v.is_object()) throw refused(source, fmt::format("{} = {}: not an object", key, v.dump()));
+  for (const char* type : {"rope_type", "type"})
+    if (v.contains(type) && v[type] != "default")
+      throw refused(source, fmt::format("{} has {} = {}: recall's RoPE is unscaled (rope_type "
+                                        "default), no RoPE scaling is implemented",
+                                        key, type, v[type].dump()));
+  for (const auto& [k, x] : v.items()) {
+    if ((k == "rope_type" || k == "type") && x == "default") continue;
+    if (k == "rope_theta") {
+      c.rope_base = rope_theta(x, key + ".rope_theta", source);
+    } else if (k == "partial_rotary_factor" && x.is_number() && x.get<double>() == 1.0) {
+      continue;
+    } else {
+      throw refused(source,
+                    fmt::format("{} holds {} = {}: recall's RoPE is unscaled and rotates every "
+                                "channel (rope_type default), no RoPE scaling is implemented",
+                                key, k, x.dump()));
+    }
+  }
+}
+
+// A size key of the Llama families: a positive integer.
+int64_t positive_int(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+    throw refused(source, fmt::format("{} = {}: must be a positive integer", key, v.dump()));
+  return v.get<int64_t>();
+}
+
+bool boolean(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_boolean()) throw refused(source, fmt::format("{} is not true or false", key));
+  return v.get<bool>();
+}
+
 }  // namespace
 
 ModelConfig model_config_from_nanogpt(const PickleValue& args, const std::string& source) {
@@ -263,6 +377,193 @@ nlohmann::json gpt2_json_from_model_config(const ModelConfig& c, const std::stri
           "{}: the model has {} = {}, a GPT-2 model (transformers' GPT2LMHeadModel) has {} = {}; "
           "export it without --format gpt2 (python/recall_model.py loads every recall model)",
           flag, want[i].first, want[i].second, got[i].first, got[i].second));
+  return j;
+}
+
+std::string to_string(LlamaFamily v) {
+  return enum_name(kLlamaFamilyNames, v);
+}
+LlamaFamily llama_family_from_string(const std::string& s) {
+  return enum_from_name<LlamaFamily>(kLlamaFamilyNames, s, "model_type");
+}
+
+std::string llama_architecture(LlamaFamily f) {
+  switch (f) {
+    case LlamaFamily::kLlama:
+      return "LlamaForCausalLM";
+    case LlamaFamily::kQwen2:
+      return "Qwen2ForCausalLM";
+    case LlamaFamily::kQwen3:
+      return "Qwen3ForCausalLM";
+  }
+  throw std::logic_error("llama_architecture");
+}
+
+std::string foreign_model_type(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("model_type") ||
+      !j["model_type"].is_string())
+    return "";
+  return j["model_type"].get<std::string>();
+}
+
+ModelConfig model_config_from_llama_json(const std::string& text, const std::string& source) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw refused(source, "is not a JSON object");
+  const std::string type = foreign_model_type(text);
+  LlamaFamily f;
+  try {
+    f = llama_family_from_string(type);
+  } catch (const std::invalid_argument& e) {
+    throw refused(source, e.what());
+  }
+  ModelConfig c = llama_shape();
+  const std::pair<const char*, int64_t*> sizes[] = {
+      {"vocab_size", &c.vocab_size},           {"hidden_size", &c.d_model},
+      {"num_hidden_layers", &c.n_layers},      {"num_attention_heads", &c.n_heads},
+      {"max_position_embeddings", &c.seq_len}, {"intermediate_size", &c.intermediate_size}};
+  for (const auto& [key, field] : sizes) {
+    if (!j.contains(key)) throw refused(source, fmt::format("lacks {}", key));
+    *field = positive_int(j[key], key, source);
+  }
+  // transformers' defaults where the file has no value: Llama's kv heads are its heads and its
+  // head width d_model / n_heads; Qwen2's and Qwen3's classes default to 32 kv heads, Qwen3's
+  // head_dim to 128, and every family's rms_norm_eps to 1e-6
+  c.n_kv_heads = f == LlamaFamily::kLlama ? c.n_heads : 32;
+  c.d_head = f == LlamaFamily::kQwen3 ? 128 : 0;
+  c.norm_eps = 1e-6;
+  c.qkv_bias = f == LlamaFamily::kQwen2;  // Qwen2's q, k and v have biases, its output map none
+  c.attn_qk_rmsnorm = f == LlamaFamily::kQwen3;
+  bool attention_bias = false, mlp_bias = false;
+  const bool qwen = f != LlamaFamily::kLlama;
+  for (const auto& [key, v] : j.items()) {
+    const bool size = std::any_of(std::begin(sizes), std::end(sizes),
+                                  [&](const auto& s) { return key == s.first; });
+    if (size || key == "model_type" || gpt2_ignored_keys().count(key) ||
+        llama_ignored_keys().count(key))
+      continue;
+    if (moe_keys().count(key))
+      throw refused(source, fmt::format("holds {}, a mixture-of-experts key: recall's "
+                                        "feed-forward is one dense SwiGLU",
+                                        key));
+    if (key == "num_key_value_heads") {
+      c.n_kv_heads = v.is_null() ? c.n_heads : positive_int(v, key, source);
+    } else if (key == "head_dim") {
+      c.d_head = v.is_null() ? 0 : positive_int(v, key, source);
+    } else if (key == "hidden_act") {
+      if (v != "silu")
+        throw refused(source, fmt::format("hidden_act = {}: recall reads the SwiGLU "
+                                          "feed-forward (silu) of these models",
+                                          v.dump()));
+    } else if (key == "rms_norm_eps") {
+      if (!v.is_number() || !(v.get<double>() > 0))
+        throw refused(source,
+                      fmt::format("rms_norm_eps = {}: must be a positive number", v.dump()));
+      c.norm_eps = v.get<double>();
+    } else if (key == "tie_word_embeddings") {
+      c.tied_head = boolean(v, key, source);
+    } else if (key == "rope_theta") {
+      c.rope_base = rope_theta(v, key, source);
+    } else if (key == "rope_parameters" || key == "rope_scaling") {
+      read_rope_object(key, v, c, source);
+    } else if (key == "partial_rotary_factor") {
+      if (!v.is_number() || v.get<double>() != 1.0)
+        throw refused(source, fmt::format("partial_rotary_factor = {}: recall's RoPE rotates "
+                                          "every channel of a head",
+                                          v.dump()));
+    } else if (key == "attention_bias" && f != LlamaFamily::kQwen2) {
+      attention_bias = boolean(v, key, source);
+    } else if (key == "mlp_bias" && f == LlamaFamily::kLlama) {
+      mlp_bias = boolean(v, key, source);
+    } else if (key == "use_sliding_window" && qwen) {
+      if (boolean(v, key, source))
+        throw refused(source,
+                      "use_sliding_window = true: recall's attention sees every earlier "
+                      "position, there is no sliding window");
+    } else if (key == "sliding_window" && qwen) {
+      // used only with use_sliding_window, refused above
+      if (!v.is_null() && !v.is_number_integer())
+        throw refused(source, fmt::format("sliding_window = {}: not an integer", v.dump()));
+    } else if (key == "layer_types" && qwen) {
+      if (!v.is_array())
+        throw refused(source, fmt::format("layer_types = {}: not a list", v.dump()));
+      for (const auto& t : v)
+        if (t != "full_attention")
+          throw refused(source, fmt::format("layer_types holds {}: recall's layers are all "
+                                            "full_attention",
+                                            t.dump()));
+    } else {
+      throw refused(source, fmt::format("holds {}, a key recall does not know for model_type {} "
+                                        "(remove it if it leaves the model as it is)",
+                                        key, type));
+    }
+  }
+  if (attention_bias != mlp_bias) {
+    if (f == LlamaFamily::kQwen3)
+      throw refused(source,
+                    "attention_bias = true: recall's biases on q, k, v and the output "
+                    "map come with the feed-forward's, which Qwen3 has not");
+    throw refused(source,
+                  fmt::format("{} = true without {}: recall's biases are on every linear map "
+                              "(bias) or on q, k and v alone (qkv_bias)",
+                              attention_bias ? "attention_bias" : "mlp_bias",
+                              attention_bias ? "mlp_bias" : "attention_bias"));
+  }
+  c.bias = attention_bias && mlp_bias;
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw refused(source, fmt::format("num_attention_heads = {} is not a multiple of "
+                                      "num_key_value_heads = {}",
+                                      c.n_heads, c.n_kv_heads));
+  normalise_widths(c);
+  validate(c, source);
+  return c;
+}
+
+nlohmann::json llama_json_from_model_config(const ModelConfig& model, LlamaFamily f,
+                                            const std::string& flag) {
+  ModelConfig c = model;
+  normalise_widths(c);
+  const int64_t width = c.intermediate_size > 0 ? c.intermediate_size : c.ffn_mult * c.d_model;
+  nlohmann::json j = {{"model_type", to_string(f)},
+                      {"architectures", {llama_architecture(f)}},
+                      {"vocab_size", c.vocab_size},
+                      {"hidden_size", c.d_model},
+                      {"intermediate_size", width},
+                      {"num_hidden_layers", c.n_layers},
+                      {"num_attention_heads", c.n_heads},
+                      {"num_key_value_heads", c.kv_heads()},
+                      {"head_dim", c.head_dim()},
+                      {"hidden_act", "silu"},
+                      {"max_position_embeddings", c.seq_len},
+                      {"rms_norm_eps", c.norm_eps},
+                      {"rope_theta", c.rope_base},
+                      {"tie_word_embeddings", c.tied_head},
+                      {"bos_token_id", nullptr},
+                      {"eos_token_id", nullptr}};
+  if (f == LlamaFamily::kLlama) {
+    j["attention_bias"] = c.bias;
+    j["mlp_bias"] = c.bias;
+  } else {
+    if (f == LlamaFamily::kQwen3) j["attention_bias"] = false;
+    j["use_sliding_window"] = false;
+  }
+  const std::string name = llama_architecture(f);
+  // The reader decides what the family holds: every key it gives back must be the model's own.
+  ModelConfig back = model_config_from_llama_json(j.dump(), flag);
+  if (c.ffn == FfnKind::kGlu) back.ffn_slots = c.ffn_slots;  // learned_kv's alone
+  const auto want = model_config_items(c), got = model_config_items(back);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i] != got[i])
+      throw UsageError(fmt::format(
+          "{}: the model has {} = {}, a {} model (transformers' {}) has {} = {}; export it "
+          "without --format (python/recall_model.py loads every recall model)",
+          flag, want[i].first, want[i].second, to_string(f), name, got[i].first, got[i].second));
+  // transformers' LlamaConfig refuses heads that do not divide hidden_size, head_dim or not
+  if (f == LlamaFamily::kLlama && c.d_model % c.n_heads != 0)
+    throw UsageError(fmt::format(
+        "{}: the model has d_model = {} and n_heads = {}; transformers' LlamaConfig needs "
+        "d_model divisible by n_heads (even with d_head set): try --format qwen2 or qwen3",
+        flag, c.d_model, c.n_heads));
   return j;
 }
 

@@ -14,13 +14,15 @@
 #include "recall/models/norm.h"
 #include "recall/stores/rope.h"
 #include "recall/train/gpt2_names.h"
+#include "recall/train/llama_names.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr std::array<const char*, 2> kExportFormatNames = {"recall", "gpt2"};
+constexpr std::array<const char*, 5> kExportFormatNames = {"recall", "gpt2", "llama", "qwen2",
+                                                           "qwen3"};
 }  // namespace
 
 std::string to_string(ExportFormat v) {
@@ -121,6 +123,42 @@ void export_gpt2(const Transformer& model, const TrainConfig& config,
   write_file_atomic((fs::path(out_dir) / "config.json").string(), gpt2.dump(2) + "\n");
 }
 
+LlamaFamily llama_family(ExportFormat format) {
+  return llama_family_from_string(to_string(format));
+}
+
+void export_llama(const Transformer& model, LlamaFamily family, const TrainConfig& config,
+                  const std::vector<int64_t>& vocabulary, const std::string& out_dir) {
+  const nlohmann::json j =
+      llama_json_from_model_config(model->config, family, "--format " + to_string(family));
+  std::map<std::string, torch::Tensor> state;
+  for (auto& [name, t] : named_state(*model)) state.emplace(name, std::move(t));
+  NamedTensors out;
+  for (const auto& n : llama_names(model->config)) {
+    auto it = state.find(n.recall);
+    if (it == state.end()) throw std::logic_error("export: recall has no tensor " + n.recall);
+    // the stacked rows (q, k, v) back into the family's separate maps
+    int64_t row = 0;
+    for (size_t i = 0; i < n.hf.size(); ++i) {
+      out.emplace_back(n.hf[i], it->second.narrow(0, row, n.rows[i]).contiguous());
+      row += n.rows[i];
+    }
+    state.erase(it);
+  }
+  if (!state.empty())
+    throw std::logic_error("export: " + to_string(family) + " has no place for recall's " +
+                           state.begin()->first);
+  make_output_dir("--out", out_dir);
+  write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
+                    safetensors_bytes(out, {{"format", "pt"}}));
+  if (config.task.kind == TaskKind::kText) {
+    nlohmann::json v;
+    add_vocabulary(v, config, vocabulary);
+    write_file_atomic((fs::path(out_dir) / "vocabulary.json").string(), v.dump() + "\n");
+  }
+  write_file_atomic((fs::path(out_dir) / "config.json").string(), j.dump(2) + "\n");
+}
+
 void export_checkpoint(const std::string& checkpoint, const std::string& out_dir,
                        ExportFormat format) {
   check_output_dir("--out", out_dir);
@@ -131,17 +169,22 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out_dir
   const bool has_config = fs::exists(dir / "config.json", ec);
   std::string found;  // the format of what the folder holds, where it holds one
   if (fs::exists(dir / "model.pt", ec)) found = "recall";
-  if (fs::exists(dir / "vocabulary.json", ec)) found = "gpt2";
   if (has_config && found.empty()) {
     const auto j = nlohmann::json::parse(read_file("--out", (dir / "config.json").string()),
                                          nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("format")) found = "recall";
-    if (j.is_object() && j.contains("model_type") && j["model_type"] == "gpt2") found = "gpt2";
+    // the transformers formats by their model_type: gpt2, llama, qwen2, qwen3
+    if (j.is_object() && j.contains("model_type") && j["model_type"].is_string())
+      for (const char* name : kExportFormatNames)
+        if (name != std::string("recall") && j["model_type"] == name) found = name;
     if (found.empty())
       throw UsageError(fmt::format(
           "--out {}: holds a config.json that no recall export wrote; give an empty folder",
           out_dir));
   }
+  // a transformers export's vocabulary without its config.json: a GPT-2 export, as before the
+  // others
+  if (found.empty() && fs::exists(dir / "vocabulary.json", ec)) found = "gpt2";
   if (!found.empty() && found != to_string(format))
     throw UsageError(fmt::format(
         "--out {}: holds an export of --format {}, the other format; give an empty folder", out_dir,
@@ -149,8 +192,10 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out_dir
   const Restored r = restore(checkpoint);
   if (format == ExportFormat::kGpt2)
     export_gpt2(r.model, r.config, r.vocabulary, out_dir);
-  else
+  else if (format == ExportFormat::kRecall)
     export_model(r.model, r.config, r.step, r.vocabulary, out_dir);
+  else
+    export_llama(r.model, llama_family(format), r.config, r.vocabulary, out_dir);
 }
 
 }  // namespace recall

@@ -16,6 +16,7 @@
 #include "recall/models/foreign_config.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/gpt2_names.h"
+#include "recall/train/llama_names.h"
 #include "recall/train/task.h"
 
 namespace recall {
@@ -162,28 +163,45 @@ std::map<std::string, torch::Tensor> read_shards(const fs::path& root, const fs:
   return out;
 }
 
-ForeignModel read_gpt2_folder(const std::string& dir) {
+// A folder that transformers' save_pretrained wrote (or one of its format): config.json, whose
+// model_type says the architecture (gpt2 where it names none; llama, qwen2, qwen3), and the
+// weights.
+ForeignModel read_folder(const std::string& dir) {
   const fs::path root(dir);
   const std::string config_file = (root / "config.json").string();
   if (!fs::exists(config_file))
     throw UsageError(
-        fmt::format("{}: the folder holds no config.json; a GPT-2-format folder has "
-                    "config.json with model.safetensors or pytorch_model.bin",
+        fmt::format("{}: the folder holds no config.json; a GPT-2, Llama, Qwen2 or Qwen3 folder "
+                    "has config.json with model.safetensors or pytorch_model.bin",
                     dir));
   ForeignModel m;
-  m.config = model_config_from_gpt2_json(read_file("--from", config_file), config_file);
+  const std::string config_text = read_file("--from", config_file);
+  const std::string type = foreign_model_type(config_text);
+  std::string kind = "GPT-2-format folder";
+  if (type == "llama" || type == "qwen2" || type == "qwen3") {
+    m.config = model_config_from_llama_json(config_text, config_file);
+    m.llama = true;
+    kind = llama_architecture(llama_family_from_string(type)) + " folder";
+  } else if (type.empty() || type == "gpt2") {
+    m.config = model_config_from_gpt2_json(config_text, config_file);
+  } else {
+    throw UsageError(
+        fmt::format("{}: model_type = {}: recall imports the model types gpt2, llama, "
+                    "qwen2 and qwen3; it is refused",
+                    config_file, type));
+  }
   // transformers' own order: the single file before the sharded one, safetensors before pickles.
   const fs::path st = root / "model.safetensors", index = root / "model.safetensors.index.json",
                  bin = root / "pytorch_model.bin";
   if (fs::exists(st)) {
-    m.format = "GPT-2-format folder (model.safetensors)";
+    m.format = kind + " (model.safetensors)";
     const auto file = read_safetensors_file(st);
     for (const auto& [name, t] : file.tensors) add_tensor(m.tensors, name, t, st.string());
   } else if (fs::exists(index)) {
-    m.format = "GPT-2-format folder (sharded model.safetensors)";
+    m.format = kind + " (sharded model.safetensors)";
     m.tensors = read_shards(root, index);
   } else if (fs::exists(bin)) {
-    m.format = "GPT-2-format folder (pytorch_model.bin)";
+    m.format = kind + " (pytorch_model.bin)";
     m.tensors = state_of_pickle(*read_torch_file(bin.string()), bin.string());
   } else {
     throw UsageError(fmt::format(
@@ -191,26 +209,50 @@ ForeignModel read_gpt2_folder(const std::string& dir) {
         "pytorch_model.bin (a sharded pytorch_model.bin is not read: save it as safetensors)",
         dir));
   }
+  const std::string embedding = m.llama ? "model.embed_tokens.weight" : "wte.weight";
   const auto head = m.tensors.find("lm_head.weight");
   if (m.config.tied_head && head != m.tensors.end()) {
-    const auto wte = m.tensors.find("wte.weight");
+    const auto wte = m.tensors.find(embedding);
     if (wte == m.tensors.end() || head->second.sizes() != wte->second.sizes() ||
         !torch::equal(head->second, wte->second))
       throw UsageError(
-          fmt::format("{}: lm_head.weight differs from wte.weight, but "
+          fmt::format("{}: lm_head.weight differs from {}, but "
                       "tie_word_embeddings is true; it is refused",
-                      dir));
+                      dir, embedding));
     m.tensors.erase(head);
   }
-  m.conv1d = true;
+  if (m.llama && !m.config.tied_head && head == m.tensors.end())
+    throw UsageError(
+        fmt::format("{}: holds no lm_head.weight, but tie_word_embeddings is false (an untied "
+                    "head); it is refused",
+                    dir));
+  m.conv1d = !m.llama;
   return m;
+}
+
+// Where each of recall's parameters comes from in the file: the names whose rows are stacked into
+// it (one but for the Llama families' q, k, v), and whether they are stored (in, out).
+struct Placement {
+  std::string recall;
+  std::vector<std::string> names;
+  bool transpose;
+};
+
+std::vector<Placement> placements(const ForeignModel& m) {
+  std::vector<Placement> out;
+  if (m.llama) {
+    for (auto& n : llama_names(m.config)) out.push_back({n.recall, n.hf, false});
+  } else {
+    for (auto& n : gpt2_names(m.config, m.conv1d)) out.push_back({n.recall, {n.gpt2}, n.transpose});
+  }
+  return out;
 }
 
 }  // namespace
 
 ForeignModel read_foreign_model(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return read_gpt2_folder(path);
+  if (fs::is_directory(path, ec)) return read_folder(path);
   if (!fs::exists(path, ec))
     throw UsageError(fmt::format("--from {}: no such file or folder", path));
   return read_nanogpt(path);
@@ -224,30 +266,46 @@ Transformer build_foreign_model(ForeignModel& m) {
   auto& rest = m.tensors;
   size_t set = 0;
   torch::NoGradGuard no_grad;
-  for (const auto& p : gpt2_names(m.config, m.conv1d)) {
-    auto it = rest.find(p.gpt2);
-    if (it == rest.end())
-      throw UsageError(fmt::format("{}: lacks tensor {} (for recall's {}); it is refused", m.format,
-                                   p.gpt2, p.recall));
-    torch::Tensor t = p.transpose ? it->second.t() : it->second;
+  for (const auto& p : placements(m)) {
     torch::Tensor* target = params.find(p.recall);
     if (!target) throw std::logic_error("import: recall has no parameter " + p.recall);
-    if (t.sizes() != target->sizes())
+    int64_t row = 0;  // the next of target's rows to fill
+    for (const auto& name : p.names) {
+      auto it = rest.find(name);
+      if (it == rest.end())
+        throw UsageError(fmt::format("{}: lacks tensor {} (for recall's {}); it is refused",
+                                     m.format, name, p.recall));
+      torch::Tensor t = p.transpose ? it->second.t() : it->second;
+      // each part is a block of rows of target: q's, then k's, then v's
+      const bool fits = t.dim() == target->dim() && t.dim() >= 1 &&
+                        row + t.size(0) <= target->size(0) &&
+                        t.sizes().slice(1) == target->sizes().slice(1) &&
+                        (p.names.size() > 1 || t.size(0) == target->size(0));
+      if (!fits)
+        throw UsageError(
+            fmt::format("{}: tensor {} has shape [{}], recall's {} needs [{}]{}; it is "
+                        "refused",
+                        m.format, name, fmt::join(it->second.sizes(), ", "), p.recall,
+                        fmt::join(target->sizes(), ", "),
+                        p.transpose          ? " (transposed from GPT-2's Conv1D)"
+                        : p.names.size() > 1 ? " (the rows of q, k and v stacked)"
+                                             : ""));
+      target->narrow(0, row, t.size(0)).copy_(t);
+      row += t.size(0);
+      rest.erase(it);
+    }
+    if (row != target->size(0))
       throw UsageError(
-          fmt::format("{}: tensor {} has shape [{}], recall's {} needs [{}]{}; it is "
+          fmt::format("{}: the rows of {} stack to {}, recall's {} needs {}; it is "
                       "refused",
-                      m.format, p.gpt2, fmt::join(it->second.sizes(), ", "), p.recall,
-                      fmt::join(target->sizes(), ", "),
-                      p.transpose ? " (transposed from GPT-2's Conv1D)" : ""));
-    target->copy_(t);
-    rest.erase(it);
+                      m.format, fmt::join(p.names, ", "), row, p.recall, target->size(0)));
     ++set;
   }
   for (const auto& [name, t] : rest)
     if (!is_mask(name))
       throw UsageError(
-          fmt::format("{}: tensor {} has no place in recall's model (GPT-2's "
-                      "architecture as its config gives it); it is refused",
+          fmt::format("{}: tensor {} has no place in recall's model (the architecture as its "
+                      "config gives it); it is refused",
                       m.format, name));
   if (set != params.size())
     throw std::logic_error(fmt::format("import: {} of {} parameters set", set, params.size()));

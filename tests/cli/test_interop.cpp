@@ -223,7 +223,7 @@ TEST(ExportCli, Gpt2FolderOfATrainedRunImportsBackWithItsScores) {
   const std::string recall_out = (dir / "recall").string(), llama = (dir / "llama").string();
   ASSERT_EQ(run_shell("export --checkpoint " + run + " --out " + recall_out).code, 0);
   fs::create_directories(llama);
-  std::ofstream(dir / "llama" / "config.json") << R"({"model_type": "llama"})";
+  std::ofstream(dir / "llama" / "config.json") << R"({"model_type": "mistral"})";
   for (const auto& [flags, kept, needle] :
        {std::tuple<std::string, fs::path, std::string>{" --format gpt2 --out " + recall_out,
                                                        dir / "recall" / "config.json",

@@ -10,18 +10,22 @@
 //   DIR/config.json        GPT2Config's keys
 //   DIR/model.safetensors  GPT-2's names and layouts (recall/train/gpt2_names.h), float32
 //   DIR/vocabulary.json    a text run's {"text_units": ..., "vocabulary": [...]} (id -> unit)
+// and a model of the Llama families' architecture (RoPE, RMSNorm, SwiGLU) as a folder of
+// LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM, the same files under their names
+// (recall/train/llama_names.h).
 #pragma once
 #include <string>
 
 #include "recall/core/torch.h"
 #include "recall/formats/safetensors.h"
 #include "recall/formats/torch_save.h"
+#include "recall/models/foreign_config.h"
 #include "recall/models/transformer.h"
 #include "recall/train/train_config.h"
 
 namespace recall {
 
-enum class ExportFormat { kRecall, kGpt2 };
+enum class ExportFormat { kRecall, kGpt2, kLlama, kQwen2, kQwen3 };
 std::string to_string(ExportFormat v);
 // Throws std::invalid_argument naming the value and the accepted names.
 ExportFormat export_format_from_string(const std::string& s);
@@ -45,7 +49,17 @@ void export_model(const Transformer& model, const TrainConfig& config, int64_t s
 void export_gpt2(const Transformer& model, const TrainConfig& config,
                  const std::vector<int64_t>& vocabulary, const std::string& out_dir);
 
-// export_model (or export_gpt2) of the checkpoint at `checkpoint` (a file or a run folder).
+// The family of a format llama, qwen2 or qwen3.
+LlamaFamily llama_family(ExportFormat format);
+
+// Writes DIR/config.json and DIR/model.safetensors of `family`'s format for `model` (and a text
+// run's vocabulary.json); a model the family cannot express is refused with UsageError naming the
+// key (llama_json_from_model_config), before DIR is made.
+void export_llama(const Transformer& model, LlamaFamily family, const TrainConfig& config,
+                  const std::vector<int64_t>& vocabulary, const std::string& out_dir);
+
+// export_model, export_gpt2 or export_llama of the checkpoint at `checkpoint` (a file or a run
+// folder).
 void export_checkpoint(const std::string& checkpoint, const std::string& out_dir,
                        ExportFormat format = ExportFormat::kRecall);
 

@@ -5,8 +5,10 @@
 //   GPT-2-format folder  config.json with model.safetensors (read by the format's rules), its
 //                        shards and model.safetensors.index.json, or pytorch_model.bin (a
 //                        torch.save state dict)
-// Both hold recall's learned-position LayerNorm GELU-MLP architecture under GPT-2's names
-// (recall/train/gpt2_names.h). float16 and bfloat16 tensors are widened to float32
+//   Llama, Qwen2, Qwen3  the same files, config.json's model_type llama, qwen2 or qwen3
+// The first two hold recall's learned-position LayerNorm GELU-MLP architecture under GPT-2's names
+// (recall/train/gpt2_names.h), the others its RoPE RMSNorm SwiGLU one under transformers' names
+// (recall/train/llama_names.h). float16 and bfloat16 tensors are widened to float32
 // (exactly). A tensor recall has no place for, a missing or misshapen one, a dtype it cannot hold
 // exactly or a weight holding NaN or Inf is refused with UsageError naming it.
 #pragma once
@@ -21,13 +23,14 @@ namespace recall {
 
 struct ForeignModel {
   ModelConfig config;                            // derived from the file
-  std::map<std::string, torch::Tensor> tensors;  // GPT-2's names (no prefix) -> float32
+  std::map<std::string, torch::Tensor> tensors;  // the file's names (no prefix) -> float32
   bool conv1d = false;  // linear weights stored (in, out), as GPT-2's Conv1D
+  bool llama = false;   // a Llama, Qwen2 or Qwen3 folder (llama_names.h), else GPT-2's names
   int64_t step = 0;     // nanoGPT's iter_num; 0 for a GPT-2 folder
   std::string format;   // what was read, for messages
 };
 
-// Reads a nanoGPT checkpoint file or a GPT-2-format folder.
+// Reads a nanoGPT checkpoint file or a GPT-2, Llama, Qwen2 or Qwen3 folder.
 ForeignModel read_foreign_model(const std::string& path);
 
 // The recall model holding `m`'s weights (every parameter set from the file, shapes checked);
