@@ -437,8 +437,8 @@ ModelConfig model_config_from_llama_json(const std::string& text, const std::str
   bool attention_bias = false, mlp_bias = false;
   const bool qwen = f != LlamaFamily::kLlama;
   for (const auto& [key, v] : j.items()) {
-    const bool size = std::any_of(std::begin(sizes), std::end(sizes),
-                                  [&](const auto& s) { return key == s.first; });
+    bool size = false;  // a loop, not a lambda: C++17 lambdas capture no structured binding
+    for (const auto& entry : sizes) size |= key == entry.first;
     if (size || key == "model_type" || gpt2_ignored_keys().count(key) ||
         llama_ignored_keys().count(key))
       continue;
