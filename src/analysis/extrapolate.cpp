@@ -79,6 +79,14 @@ std::vector<ExtrapolatePoint> learned_points(const std::vector<ExtrapolatePoint>
   return out;
 }
 
+std::string first_learned_run(const std::vector<ExtrapolatePoint>& points, BetaRule trained,
+                              double learned) {
+  for (const auto& p : points)
+    if (p.multiple == 1 && p.trained == trained && p.rule == trained && p.accuracy >= learned)
+      return p.checkpoint;
+  return "";
+}
+
 std::vector<ExtrapolateCurve> extrapolate_curves(const std::vector<ExtrapolatePoint>& points) {
   std::vector<ExtrapolateCurve> out;
   for (const auto& p : points) {

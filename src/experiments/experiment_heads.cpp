@@ -12,9 +12,7 @@ ExperimentResult Experiment::heads() {
   if (!fs::exists(path("extrapolate.json"))) mqar();
   const std::string file = path("extrapolate.json");
   const auto points = read_extrapolate_json(read_file("--out", file), file);
-  std::string none_run;
-  for (const auto& p : learned_points(points, unlearned_runs(points)))
-    if (p.trained == BetaRule::kNone && none_run.empty()) none_run = p.checkpoint;
+  const std::string none_run = first_learned_run(points, BetaRule::kNone);
   if (none_run.empty())
     throw std::runtime_error(
         "report: no mqar-extrapolate run trained with rule none learned to recall");

@@ -23,8 +23,7 @@ ExperimentResult Experiment::mqar() {
   // the means are over the runs that learned (accuracy >= 0.9 at 1x under their own rule)
   const std::vector<std::string> failed = unlearned_runs(points);
   const std::vector<ExtrapolatePoint> learned = learned_points(points, failed);
-  if (learned.empty() || std::none_of(learned.begin(), learned.end(),
-                                      [](const auto& p) { return p.trained == BetaRule::kNone; }))
+  if (first_learned_run(points, BetaRule::kNone).empty())
     throw std::runtime_error(
         "report: no mqar-extrapolate run trained with rule none learned to recall");
   write_extrapolate_plot(learned, path("extrapolate.png"));

@@ -83,6 +83,22 @@ TEST(ExtrapolateJson, ReadsBackItsPointsAndRefusesOtherText) {
   }
 }
 
+// A run that learned is read by its own rule at 1x: a none run's 1x under another rule, its long
+// lengths, and runs below the bar do not count.
+TEST(Extrapolate, TheFirstLearnedRunOfARule) {
+  const std::vector<ExtrapolatePoint> points = {
+      {"a", BetaRule::kNone, BetaRule::kNone, 1, 32, 8, 0.5, 0},  // did not learn
+      {"a", BetaRule::kNone, BetaRule::kSu, 1, 32, 8, 1.0, 0},    // another rule's reading
+      {"a", BetaRule::kNone, BetaRule::kNone, 4, 128, 32, 1.0, 0},
+      {"b", BetaRule::kSu, BetaRule::kSu, 1, 32, 8, 1.0, 0},
+      {"c", BetaRule::kNone, BetaRule::kNone, 1, 32, 8, 0.95, 0},
+      {"d", BetaRule::kNone, BetaRule::kNone, 1, 32, 8, 1.0, 0}};
+  EXPECT_EQ(first_learned_run(points, BetaRule::kNone), "c");
+  EXPECT_EQ(first_learned_run(points, BetaRule::kSu), "b");
+  EXPECT_EQ(first_learned_run(points, BetaRule::kNone, 0.99), "d");
+  EXPECT_EQ(first_learned_run(points, BetaRule::kYarn), "");
+}
+
 TEST(Extrapolate, PairsGrowWithTheLengthUpToTheKeys) {
   // vocab 16: 7 keys; trained with 2 pairs in 16 tokens
   ExtrapolateConfig config;

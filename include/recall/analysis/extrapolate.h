@@ -50,6 +50,10 @@ std::vector<std::string> unlearned_runs(const std::vector<ExtrapolatePoint>& poi
                                         double learned = 0.9);
 std::vector<ExtrapolatePoint> learned_points(const std::vector<ExtrapolatePoint>& points,
                                              const std::vector<std::string>& unlearned);
+// The checkpoint of the first run in `points` trained under `trained` that learned (as above), ""
+// when there is none.
+std::string first_learned_run(const std::vector<ExtrapolatePoint>& points, BetaRule trained,
+                              double learned = 0.9);
 
 // Mean accuracy over the checkpoints of each (trained rule, rule at evaluation), per multiple.
 struct ExtrapolateCurve {
