@@ -407,6 +407,48 @@ std::string foreign_model_type(const std::string& text) {
   return j["model_type"].get<std::string>();
 }
 
+namespace {
+
+// Qwen's sliding-window keys: recall reads them only where every layer sees every earlier position.
+bool is_window_key(const std::string& key) {
+  return key == "use_sliding_window" || key == "sliding_window" || key == "layer_types";
+}
+void check_full_attention(const std::string& key, const nlohmann::json& v,
+                          const std::string& source) {
+  if (key == "use_sliding_window") {
+    if (boolean(v, key, source))
+      throw refused(source,
+                    "use_sliding_window = true: recall's attention sees every earlier "
+                    "position, there is no sliding window");
+  } else if (key == "sliding_window") {
+    // used only with use_sliding_window, refused above
+    if (!v.is_null() && !v.is_number_integer())
+      throw refused(source, fmt::format("sliding_window = {}: not an integer", v.dump()));
+  } else {  // layer_types
+    if (!v.is_array()) throw refused(source, fmt::format("layer_types = {}: not a list", v.dump()));
+    for (const auto& t : v)
+      if (t != "full_attention")
+        throw refused(source, fmt::format("layer_types holds {}: recall's layers are all "
+                                          "full_attention",
+                                          t.dump()));
+  }
+}
+
+// recall's biases are on every linear map (bias) or on q, k and v alone (qkv_bias, Qwen2's).
+void check_biases(bool attention_bias, bool mlp_bias, LlamaFamily f, const std::string& source) {
+  if (attention_bias == mlp_bias) return;
+  if (f == LlamaFamily::kQwen3)
+    throw refused(source,
+                  "attention_bias = true: recall's biases on q, k, v and the output "
+                  "map come with the feed-forward's, which Qwen3 has not");
+  throw refused(source, fmt::format("{} = true without {}: recall's biases are on every linear map "
+                                    "(bias) or on q, k and v alone (qkv_bias)",
+                                    attention_bias ? "attention_bias" : "mlp_bias",
+                                    attention_bias ? "mlp_bias" : "attention_bias"));
+}
+
+}  // namespace
+
 ModelConfig model_config_from_llama_json(const std::string& text, const std::string& source) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw refused(source, "is not a JSON object");
@@ -475,40 +517,15 @@ ModelConfig model_config_from_llama_json(const std::string& text, const std::str
       attention_bias = boolean(v, key, source);
     } else if (key == "mlp_bias" && f == LlamaFamily::kLlama) {
       mlp_bias = boolean(v, key, source);
-    } else if (key == "use_sliding_window" && qwen) {
-      if (boolean(v, key, source))
-        throw refused(source,
-                      "use_sliding_window = true: recall's attention sees every earlier "
-                      "position, there is no sliding window");
-    } else if (key == "sliding_window" && qwen) {
-      // used only with use_sliding_window, refused above
-      if (!v.is_null() && !v.is_number_integer())
-        throw refused(source, fmt::format("sliding_window = {}: not an integer", v.dump()));
-    } else if (key == "layer_types" && qwen) {
-      if (!v.is_array())
-        throw refused(source, fmt::format("layer_types = {}: not a list", v.dump()));
-      for (const auto& t : v)
-        if (t != "full_attention")
-          throw refused(source, fmt::format("layer_types holds {}: recall's layers are all "
-                                            "full_attention",
-                                            t.dump()));
+    } else if (qwen && is_window_key(key)) {
+      check_full_attention(key, v, source);
     } else {
       throw refused(source, fmt::format("holds {}, a key recall does not know for model_type {} "
                                         "(remove it if it leaves the model as it is)",
                                         key, type));
     }
   }
-  if (attention_bias != mlp_bias) {
-    if (f == LlamaFamily::kQwen3)
-      throw refused(source,
-                    "attention_bias = true: recall's biases on q, k, v and the output "
-                    "map come with the feed-forward's, which Qwen3 has not");
-    throw refused(source,
-                  fmt::format("{} = true without {}: recall's biases are on every linear map "
-                              "(bias) or on q, k and v alone (qkv_bias)",
-                              attention_bias ? "attention_bias" : "mlp_bias",
-                              attention_bias ? "mlp_bias" : "attention_bias"));
-  }
+  check_biases(attention_bias, mlp_bias, f, source);
   c.bias = attention_bias && mlp_bias;
   if (c.n_heads % c.n_kv_heads != 0)
     throw refused(source, fmt::format("num_attention_heads = {} is not a multiple of "

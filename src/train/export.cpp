@@ -79,6 +79,22 @@ void add_vocabulary(nlohmann::json& j, const TrainConfig& config,
   j["text_units"] = to_string(config.task.text_units);
   j["vocabulary"] = vocabulary;
 }
+// A folder transformers' from_pretrained reads: the weights, the config, and a text run's
+// vocabulary beside them.
+void write_transformers_folder(const std::string& out_dir, const NamedTensors& weights,
+                               const nlohmann::json& model_json, const TrainConfig& config,
+                               const std::vector<int64_t>& vocabulary) {
+  make_output_dir("--out", out_dir);
+  write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
+                    safetensors_bytes(weights, {{"format", "pt"}}));
+  if (config.task.kind == TaskKind::kText) {
+    nlohmann::json v;
+    add_vocabulary(v, config, vocabulary);
+    write_file_atomic((fs::path(out_dir) / "vocabulary.json").string(), v.dump() + "\n");
+  }
+  write_file_atomic((fs::path(out_dir) / "config.json").string(), model_json.dump(2) + "\n");
+}
+
 }  // namespace
 
 void export_model(const Transformer& model, const TrainConfig& config, int64_t step,
@@ -112,15 +128,7 @@ void export_gpt2(const Transformer& model, const TrainConfig& config,
   }
   if (!state.empty())
     throw std::logic_error("export: GPT-2 has no place for recall's " + state.begin()->first);
-  make_output_dir("--out", out_dir);
-  write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
-                    safetensors_bytes(out, {{"format", "pt"}}));
-  if (config.task.kind == TaskKind::kText) {
-    nlohmann::json v;
-    add_vocabulary(v, config, vocabulary);
-    write_file_atomic((fs::path(out_dir) / "vocabulary.json").string(), v.dump() + "\n");
-  }
-  write_file_atomic((fs::path(out_dir) / "config.json").string(), gpt2.dump(2) + "\n");
+  write_transformers_folder(out_dir, out, gpt2, config, vocabulary);
 }
 
 LlamaFamily llama_family(ExportFormat format) {
@@ -148,15 +156,7 @@ void export_llama(const Transformer& model, LlamaFamily family, const TrainConfi
   if (!state.empty())
     throw std::logic_error("export: " + to_string(family) + " has no place for recall's " +
                            state.begin()->first);
-  make_output_dir("--out", out_dir);
-  write_file_atomic((fs::path(out_dir) / "model.safetensors").string(),
-                    safetensors_bytes(out, {{"format", "pt"}}));
-  if (config.task.kind == TaskKind::kText) {
-    nlohmann::json v;
-    add_vocabulary(v, config, vocabulary);
-    write_file_atomic((fs::path(out_dir) / "vocabulary.json").string(), v.dump() + "\n");
-  }
-  write_file_atomic((fs::path(out_dir) / "config.json").string(), j.dump(2) + "\n");
+  write_transformers_folder(out_dir, out, j, config, vocabulary);
 }
 
 void export_checkpoint(const std::string& checkpoint, const std::string& out_dir,
