@@ -41,17 +41,12 @@ ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& con
     rules.insert(rules.begin(), report.trained);
   const ForecastReading reading =
       read_forecast(model, restored.config, forecast_multiples(config.target), config.batches);
-  for (BetaRule rule : rules) report.forecasts.push_back(forecast_under(model, reading, rule));
-  const int64_t T = config.target * reading.seq_len;
-  report.prescription = prescribe(
-      reading.queries, reading.at_train, [&](BetaRule r) { return rule_scales(model, r, T); },
-      reading.multiples, reading.pairs, config.level);
-  if (report.prescription.c) {
-    IsrForecast& f = report.prescription.forecast;
-    f.beta = reading.beta;
-    f.gap_median = reading.gap_median;
-    f.gap_p10 = reading.gap_p10;
+  for (BetaRule rule : rules) {
+    report.forecasts.push_back(forecast_layered(model, reading, rule));
+    report.alone.push_back(forecast_under(model, reading, rule));
   }
+  report.prescription =
+      prescribe([&](BetaRule r) { return forecast_layered(model, reading, r); }, config.level);
   return report;
 }
 
@@ -93,14 +88,29 @@ std::string forecast_table(const ForecastReport& r) {
     out += isr_row(to_string(p.forecast.rule), p.forecast, width);
     out += fmt::format(
         "* trained. prescribed: {} (beta(n) = beta_0 (1 + {:.4g} ln(n / {}))) holds the forecast "
-        "ISR <= {:.3g} to {}x, {} memories; {:.3g} times qwen's growth\n",
+        "ISR <= {:.3g} to {}x, {} memories; {:.3g} times qwen's growth{}\n",
         to_string(p.forecast.rule), *p.c, r.seq_len, p.level, r.target, any.pairs.back(),
-        qwen_scale(*p.c, r.seq_len));
+        qwen_scale(*p.c, r.seq_len),
+        p.left_out > 0 ? fmt::format(" (its row: the {} heads with ISR < 1 at 1x; {} past it "
+                                     "left out)",
+                                     p.forecast.heads, p.left_out)
+                       : "");
   } else {
     out += fmt::format("* trained. prescribed: none, {}\n", p.why_none);
   }
   return out;
 }
+
+namespace {
+
+nlohmann::json heads_json(const IsrForecast& f) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const HeadIsr& h : f.per_head)
+    out.push_back({{"layer", h.layer}, {"head", h.head}, {"isr", h.isr}});
+  return out;
+}
+
+}  // namespace
 
 std::string forecast_json(const ForecastReport& r) {
   auto optional = [](const std::optional<double>& v) {
@@ -108,12 +118,17 @@ std::string forecast_json(const ForecastReport& r) {
   };
   const IsrForecast& any = r.forecasts.front();
   nlohmann::json rules = nlohmann::json::array();
-  for (const IsrForecast& f : r.forecasts)
+  for (size_t i = 0; i < r.forecasts.size(); ++i) {
+    const IsrForecast& f = r.forecasts[i];
     rules.push_back({{"rule", to_string(f.rule)},
                      {"isr", f.isr},
-                     {"isr_1_at_pairs", optional(f.overflow_pairs)}});
+                     {"isr_1_at_pairs", optional(f.overflow_pairs)},
+                     {"isr_layers_below_at_1x", r.alone[i].isr},
+                     {"heads", heads_json(f)}});
+  }
   const Prescription& p = r.prescription;
-  nlohmann::json prescription = {{"level", p.level}, {"c", optional(p.c)}};
+  nlohmann::json prescription = {
+      {"level", p.level}, {"c", optional(p.c)}, {"heads_left_out", p.left_out}};
   if (p.c) {
     prescription["rule"] = to_string(p.forecast.rule);
     prescription["qwen_scale"] = qwen_scale(*p.c, r.seq_len);

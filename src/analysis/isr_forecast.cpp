@@ -21,11 +21,49 @@ double head_scale(const torch::Tensor& s, int64_t h, int64_t t) {
 
 }  // namespace
 
+double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool) {
+  const int64_t t_m = m * (q.t + 1) - 1;
+  double own = 0;
+  for (double d : q.d) own += std::exp(2 * rho * d);
+  if (pool == nullptr || pool->empty()) {
+    const double grow = q.t > 0 ? static_cast<double>(t_m) / static_cast<double>(q.t) : 0.0;
+    return std::sqrt(grow * own);
+  }
+  const int64_t n = t_m - q.t, P = static_cast<int64_t>(pool->size());
+  double added = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto at = static_cast<size_t>((2 * i + 1) * P / (2 * n));  // quantile (i + 1/2) / n
+    added += std::exp(2 * rho * q.beta * ((*pool)[at] - q.read));
+  }
+  return std::sqrt(own + added);
+}
+
+namespace {
+
+// Adds one multiple to f: per head, the median of its queries' ISR; their mean over the heads.
+void add_multiple(IsrForecast& f,
+                  const std::map<std::pair<int64_t, int64_t>, std::vector<double>>& by_head) {
+  double total = 0;
+  for (const auto& [key, isr] : by_head) {
+    auto at = std::find_if(f.per_head.begin(), f.per_head.end(), [&](const HeadIsr& h) {
+      return h.layer == key.first && h.head == key.second;
+    });
+    if (at == f.per_head.end())
+      at = f.per_head.insert(f.per_head.end(), {key.first, key.second, {}});
+    at->isr.push_back(summarize(isr).median);
+    total += at->isr.back();
+  }
+  f.heads = std::max(f.heads, static_cast<int64_t>(by_head.size()));
+  f.isr.push_back(by_head.empty() ? 0.0 : total / static_cast<double>(by_head.size()));
+}
+
+}  // namespace
+
 IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
                                   const std::vector<torch::Tensor>& at_train,
                                   const std::vector<torch::Tensor>& at_rule, BetaRule rule,
                                   const std::vector<int64_t>& multiples,
-                                  const std::vector<int64_t>& pairs) {
+                                  const std::vector<int64_t>& pairs, const KeyPools& pools) {
   check_arg(pairs.size() == multiples.size(), "forecast_from_queries: a pair count per multiple");
   IsrForecast f;
   f.rule = rule;
@@ -38,15 +76,11 @@ IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
       const int64_t t_m = m * (q.t + 1) - 1;
       const double rho = head_scale(at_rule[static_cast<size_t>(q.layer)], q.head, t_m) /
                          head_scale(at_train[static_cast<size_t>(q.layer)], q.head, q.t);
-      double sum = 0;
-      for (double d : q.d) sum += std::exp(2 * rho * d);
-      const double grow = q.t > 0 ? static_cast<double>(t_m) / static_cast<double>(q.t) : 0.0;
-      by_head[{q.layer, q.head}].push_back(std::sqrt(grow * sum));
+      const auto pool = pools.find({q.layer, q.head});
+      by_head[{q.layer, q.head}].push_back(
+          query_isr(q, m, rho, pool == pools.end() ? nullptr : &pool->second));
     }
-    double total = 0;
-    for (auto& [key, isr] : by_head) total += summarize(isr).median;
-    f.heads = static_cast<int64_t>(by_head.size());
-    f.isr.push_back(by_head.empty() ? 0.0 : total / static_cast<double>(by_head.size()));
+    add_multiple(f, by_head);
   }
   if (f.heads > 0) f.overflow_pairs = crossing(f.pairs, f.isr);
   return f;
@@ -62,26 +96,22 @@ std::vector<torch::Tensor> rule_scales(Transformer& model, BetaRule rule, int64_
   return out;
 }
 
-ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
-                              const std::vector<int64_t>& multiples, int64_t batches) {
-  if (config.task.kind != TaskKind::kMqar)
-    throw UsageError("the ISR forecast reads mqar prompts; this checkpoint's task is " +
-                     to_string(config.task.kind));
-  check_arg(!multiples.empty() && multiples.front() == 1,
-            "forecast_isr: the multiples start at 1, the training length");
+namespace {
+
+// The recalling heads' queries on `set` as `model` runs now (its rule, or a length emulation):
+// per query its logit gaps d_j (the read key left out) and position t; `at` the multipliers the
+// gaps are divided by for the cosine gaps and beta (per layer (H or 1, >= T)).
+struct QueryReading {
+  std::vector<ForecastQuery> queries;
+  KeyPools pools;
+  std::vector<double> cosine_gaps;
+  double beta = 0;  // the mean multiplier at the queries
+};
+QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
+                          const std::vector<HeadReport>& heads, int64_t pairs,
+                          const std::vector<torch::Tensor>& at) {
   torch::NoGradGuard no_grad;
-  ForecastReading r;
-  r.multiples = multiples;
-  r.seq_len = model->config.seq_len;
-  r.trained = model->config.attn_rule;
-  const int64_t pairs = config.task.mqar_pairs;
-  for (int64_t m : multiples) r.pairs.push_back(mqar_pairs_at(config, m, PairsAtLength::kGrow));
-  auto task = make_task(config, {});
-  const auto set = length_prompts(*task, config, r.seq_len, batches, pairs);
-  const auto heads = inspect_heads(model, set, pairs);
-  r.at_train = rule_scales(model, r.trained, multiples.back() * r.seq_len);
-  // per recalling head, per query: its logit gaps d_j (the read key left out) and position t
-  std::vector<double> gaps;
+  QueryReading r;
   double beta_sum = 0;
   for (const Batch& b : set) {
     const auto asked = mqar_queries(b, pairs);
@@ -89,9 +119,18 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
     model->forward(b.x.to(model->parameters().front().device()), &cache);
     for (const HeadReport& h : heads) {
       if (!h.recalls()) continue;
-      // (B, H, T, N + T): the weights the model computed, in float64
-      const auto w =
-          cache.at(fmt::format("blocks.{}.attn.weights", h.layer)).cpu().to(torch::kFloat64);
+      const auto at_layer = [&](const char* name) {
+        return cache.at(fmt::format("blocks.{}.attn.{}", h.layer, name)).cpu().to(torch::kFloat64);
+      };
+      const auto w = at_layer("weights");  // (B, H, T, N + T): the weights the model computed
+      // (B, T, N + T): the scores q^ . k of this head, the logits over the multiplier and |q|.
+      // The keys' projections on the query's direction are what the queries of a head share
+      // (their |q| differs where q is not unit), so the pool holds those.
+      const auto qh = at_layer("q").select(2, h.head);      // (B, T, dh)
+      const auto q_norm = qh.norm(2, -1).clamp_min(1e-30);  // (B, T)
+      const auto score = torch::einsum(
+          "btd,bsd->bts", {qh / q_norm.unsqueeze(-1), at_layer("k").select(2, h.head)});
+      auto& pool = r.pools[{h.layer, h.head}];
       const int64_t N = w.size(3) - w.size(2);
       for (int64_t s = 0; s < b.x.size(0); ++s) {
         const auto& q = asked[static_cast<size_t>(s)];
@@ -100,33 +139,102 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
           const auto row = w[s][h.head][t].narrow(0, 0, N + t + 1);  // the keys t sees
           const double wc = row[c].item<double>();
           if (!(wc > 0)) continue;  // a read key of weight 0 says nothing of the rest
-          const double beta = head_scale(r.at_train[static_cast<size_t>(h.layer)], h.head, t);
+          const double beta = head_scale(at[static_cast<size_t>(h.layer)], h.head, t);
           auto d = (row / wc).log();  // (N + t + 1,), d_c = 0
+          const auto sc = score[s][t].narrow(0, 0, N + t + 1).contiguous();
           std::vector<double> rest;
           const double* p = d.data_ptr<double>();
+          const double* ps = sc.data_ptr<double>();
           for (int64_t j = 0; j <= N + t; ++j)
             if (j != c && std::isfinite(p[j])) {
               rest.push_back(p[j]);
-              gaps.push_back(-p[j] / beta);
+              r.cosine_gaps.push_back(-p[j] / beta);
+              if (j >= N) pool.push_back(ps[j]);  // the learned memories do not multiply
             }
           beta_sum += beta;
-          r.queries.push_back({h.layer, h.head, t, std::move(rest)});
+          r.queries.push_back(
+              {h.layer, h.head, t, std::move(rest), ps[c], beta * q_norm[s][t].item<double>()});
         }
       }
     }
   }
   if (!r.queries.empty()) r.beta = beta_sum / static_cast<double>(r.queries.size());
-  const IsrSummary g = summarize(gaps);
+  for (auto& [key, pool] : r.pools) std::sort(pool.begin(), pool.end());
+  return r;
+}
+
+}  // namespace
+
+ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
+                              const std::vector<int64_t>& multiples, int64_t batches) {
+  if (config.task.kind != TaskKind::kMqar)
+    throw UsageError("the ISR forecast reads mqar prompts; this checkpoint's task is " +
+                     to_string(config.task.kind));
+  check_arg(!multiples.empty() && multiples.front() == 1,
+            "forecast_isr: the multiples start at 1, the training length");
+  ForecastReading r;
+  r.multiples = multiples;
+  r.seq_len = model->config.seq_len;
+  r.trained = model->config.attn_rule;
+  r.pairs_1x = config.task.mqar_pairs;
+  for (int64_t m : multiples) r.pairs.push_back(mqar_pairs_at(config, m, PairsAtLength::kGrow));
+  auto task = make_task(config, {});
+  r.prompts = length_prompts(*task, config, r.seq_len, batches, r.pairs_1x);
+  r.heads = inspect_heads(model, r.prompts, r.pairs_1x);
+  r.at_train = rule_scales(model, r.trained, multiples.back() * r.seq_len);
+  QueryReading q = read_queries(model, r.prompts, r.heads, r.pairs_1x, r.at_train);
+  r.queries = std::move(q.queries);
+  r.pools = std::move(q.pools);
+  r.beta = q.beta;
+  const IsrSummary g = summarize(q.cosine_gaps);
   r.gap_median = g.median;
   r.gap_p10 = g.p10;
   return r;
+}
+
+IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading, BetaRule rule) {
+  const int64_t T = reading.seq_len;
+  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * T);
+  IsrForecast f;
+  f.rule = rule;
+  f.multiples = reading.multiples;
+  f.pairs = reading.pairs;
+  const auto t = torch::arange(T, torch::kInt64);  // (T,) the positions read
+  for (int64_t m : reading.multiples) {
+    const auto t_m = m * (t + 1) - 1;  // (T,) where each sits in the longer prompt
+    // the count of every key but the read one: t_m / t; position 0 sees no other key
+    const auto count = (t_m.to(torch::kFloat64) / t.to(torch::kFloat64).clamp_min(1)).clamp_min(1);
+    std::vector<torch::Tensor> scale;  // per layer (H or 1, T): the rule's multiplier at t_m
+    for (size_t l = 0; l < at_rule.size(); ++l) {
+      scale.push_back(at_rule[l].index_select(1, t_m));
+      model->block(l)->attn->set_length_emulation({scale.back(), count});
+    }
+    QueryReading q;
+    try {
+      q = read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, scale);
+    } catch (...) {
+      for (size_t l = 0; l < at_rule.size(); ++l) model->block(l)->attn->set_length_emulation({});
+      throw;
+    }
+    for (size_t l = 0; l < at_rule.size(); ++l) model->block(l)->attn->set_length_emulation({});
+    std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
+    for (const ForecastQuery& fq : q.queries)  // d_j and beta at the rule's multiplier
+      by_head[{fq.layer, fq.head}].push_back(
+          query_isr(fq, m, 1.0, &q.pools.at({fq.layer, fq.head})));
+    add_multiple(f, by_head);
+  }
+  if (f.heads > 0) f.overflow_pairs = crossing(f.pairs, f.isr);
+  f.beta = reading.beta;
+  f.gap_median = reading.gap_median;
+  f.gap_p10 = reading.gap_p10;
+  return f;
 }
 
 IsrForecast forecast_under(Transformer& model, const ForecastReading& reading, BetaRule rule) {
   IsrForecast f =
       forecast_from_queries(reading.queries, reading.at_train,
                             rule_scales(model, rule, reading.multiples.back() * reading.seq_len),
-                            rule, reading.multiples, reading.pairs);
+                            rule, reading.multiples, reading.pairs, reading.pools);
   f.beta = reading.beta;
   f.gap_median = reading.gap_median;
   f.gap_p10 = reading.gap_p10;
@@ -138,31 +246,45 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
                                       const std::vector<BetaRule>& rules, int64_t batches) {
   const ForecastReading reading = read_forecast(model, config, multiples, batches);
   std::vector<IsrForecast> out;
-  for (BetaRule rule : rules) out.push_back(forecast_under(model, reading, rule));
+  for (BetaRule rule : rules) out.push_back(forecast_layered(model, reading, rule));
   return out;
 }
 
-Prescription prescribe(const std::vector<ForecastQuery>& queries,
-                       const std::vector<torch::Tensor>& at_train,
-                       const std::function<std::vector<torch::Tensor>(BetaRule)>& scales,
-                       const std::vector<int64_t>& multiples, const std::vector<int64_t>& pairs,
-                       double level) {
+IsrForecast held_heads(const IsrForecast& f) {
+  IsrForecast out = f;
+  out.per_head.clear();
+  for (const HeadIsr& h : f.per_head)
+    if (!h.isr.empty() && h.isr.front() < 1) out.per_head.push_back(h);
+  out.heads = static_cast<int64_t>(out.per_head.size());
+  for (size_t i = 0; i < out.isr.size(); ++i) {
+    double sum = 0;
+    for (const HeadIsr& h : out.per_head) sum += h.isr[i];
+    out.isr[i] = out.heads > 0 ? sum / static_cast<double>(out.heads) : 0.0;
+  }
+  out.overflow_pairs = out.heads > 0 ? crossing(out.pairs, out.isr) : std::nullopt;
+  return out;
+}
+
+Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level) {
   check_arg(std::isfinite(level) && level > 0,
             fmt::format("the ISR level {}: must be a number > 0", level));
   Prescription p;
   p.level = level;
-  auto under = [&](double c) {
-    const BetaRule rule = BetaRule::log(c);
-    return forecast_from_queries(queries, at_train, scales(rule), rule, multiples, pairs);
-  };
+  auto under = [&](double c) { return held_heads(forecast(BetaRule::log(c))); };
   auto holds = [&](const IsrForecast& f) {
     return std::all_of(f.isr.begin(), f.isr.end(), [&](double isr) { return isr <= level; });
   };
-  if (queries.empty()) {
+  const IsrForecast all = forecast(BetaRule::log(0));
+  if (all.heads == 0) {
     p.why_none = "no head recalls at the training length";
     return p;
   }
-  IsrForecast f = under(0);
+  IsrForecast f = held_heads(all);
+  p.left_out = all.heads - f.heads;
+  if (f.heads == 0) {
+    p.why_none = "no recalling head holds its memories at the training length (ISR < 1)";
+    return p;
+  }
   if (f.isr.front() > level) {  // log:c is rule none up to the training length
     p.why_none = fmt::format("the ISR at the training length, {:.3g}, is above {:.3g} already",
                              f.isr.front(), level);

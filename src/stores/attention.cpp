@@ -232,9 +232,29 @@ torch::Tensor AttentionImpl::forward_incremental(const torch::Tensor& x, Attenti
 Attended AttentionImpl::attend_reference(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, int64_t offset) {
   const int64_t T = q.size(1), N = options.mem_kv();
+  if (emulation_.scale.defined()) return attend_emulated(q, k, v, offset);
   // (H|1, T): beta(p + 1) / beta_0 * scale / sqrt(dh) of the query rows
   const auto scale = logit_scale(offset + T, q.options()).narrow(1, offset, T);
   return causal_attention_reference(q, k, v, scale, N, offset);
+}
+
+Attended AttentionImpl::attend_emulated(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, int64_t offset) {
+  const int64_t T = q.size(1), N = options.mem_kv(), S = k.size(1);
+  check_arg(emulation_.scale.size(1) >= offset + T && emulation_.count.size(0) >= offset + T,
+            "attention: the length emulation is shorter than the prompt");
+  const auto scale = emulation_.scale.narrow(1, offset, T).to(q.options());  // (H|1, T)
+  auto a = causal_attention_reference(q, k, torch::Tensor(), scale, N, offset);
+  if (!v.defined()) return a;
+  // (T, S): the context keys count count_t times, the learned memories once
+  auto count = torch::ones({T, S}, q.options());
+  count.narrow(1, N, S - N)
+      .mul_(emulation_.count.narrow(0, offset, T).to(q.options()).unsqueeze(1));
+  const auto top = a.weights.argmax(-1, /*keepdim=*/true);  // (B, H, T, 1): the key read
+  auto w = a.weights * count;                               // (B, H, T, S)
+  w.scatter_(-1, top, a.weights.gather(-1, top));
+  w = w / w.sum(-1, /*keepdim=*/true);
+  return {torch::einsum("bhts,bshd->bthd", {w, v}), a.weights};  // (B, T, H, dh)
 }
 
 torch::Tensor AttentionImpl::output(const torch::Tensor& y) {
@@ -257,7 +277,8 @@ torch::Tensor AttentionImpl::recall_weights(const torch::Tensor& x) {
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t T = x.size(1), N = options.mem_kv();  // keys: N memories, then the T context keys
   auto [q, k, v] = heads(x);                          // (B, T, H, dh), (B, N + T, H, dh) twice
-  if (!causal_attention_runs(q, k, v)) return output(attend_reference(q, k, v).y);
+  if (emulation_.scale.defined() || !causal_attention_runs(q, k, v))
+    return output(attend_reference(q, k, v).y);
   double alpha = 1.0;
   if (options.rule() == BetaRule::kNone && !options.learn_scale()) {
     alpha = fixed_scale();  // constant scale: fused into the GEMM

@@ -1,5 +1,6 @@
 // The ISR forecast from the training length: at 1x under the trained rule it is the measured ISR;
 // the memory count and the rules move it as the store's theory says.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,24 +25,40 @@ TEST(IsrForecast, CrossingOfAFallingAccuracy) {
   EXPECT_FALSE(crossing({1, 4}, {0.4, 0.3}, 0.5, false, false));  // below from the start
 }
 
-TEST(IsrForecast, AtTheTrainingLengthItIsTheMeasuredIsr) {
-  Restored r = restore(test::trained_small_mqar());
-  const auto f = forecast_isr(r.model, r.config, {1, 2, 4}, {BetaRule::kNone, BetaRule::kSu}, 2);
+// On the essay's store trained small: at 1x under the trained rule the forecast is the ISR that
+// inspect measures; at 2x, 4x and 8x, under none and under su, it is within 1.3x of what inspect
+// measures on the longer prompts (the same heads; 1.04x to 1.11x when written), and the rules
+// move it as the theory says: none grows with the memories, su holds it down.
+TEST(IsrForecast, ForecastsWhatTheLongerPromptsMeasure) {
+  Restored r = restore(test::trained_small_store());
+  const std::vector<int64_t> multiples = {1, 2, 4, 8};
+  const auto f = forecast_isr(r.model, r.config, multiples, {BetaRule::kNone, BetaRule::kSu}, 2);
   ASSERT_EQ(f.size(), 2u);
   ASSERT_GE(f[0].heads, 1);
-  // inspect on the same prompts: the mean over the recalling heads of their median ISR
-  auto task = make_task(r.config, {});
-  const auto set = length_prompts(*task, r.config, r.config.model.seq_len, 2);
-  double measured = 0;
-  int64_t heads = 0;
-  for (const auto& h : inspect_heads(r.model, set, r.config.task.mqar_pairs))
-    if (h.recalls()) measured += h.isr.median, ++heads;
-  ASSERT_EQ(heads, f[0].heads);
-  EXPECT_NEAR(f[0].isr[0], measured / static_cast<double>(heads), 1e-9 * measured + 1e-12);
-  EXPECT_EQ(f[0].pairs, (std::vector<int64_t>{2, 4, 7}));  // growing, up to the 7 keys
-  // under none, more memories of the same kind can only add interference; su sharpens past L
-  EXPECT_GT(f[0].isr[2], f[0].isr[0]);
-  EXPECT_LT(f[1].isr[2], f[0].isr[2]);
+  EXPECT_EQ(f[0].pairs, (std::vector<int64_t>{4, 8, 16, 31}));  // growing, up to the 31 keys
+  for (size_t k = 0; k < f.size(); ++k) {
+    InspectConfig config;
+    config.lengths = multiples;
+    config.rules = {f[k].rule};
+    config.batches = 2;
+    config.ablate = false;
+    config.pairs = PairsAtLength::kGrow;
+    const InspectResult measured = inspect(r, config, test::trained_small_store());
+    ASSERT_EQ(measured.attention.size(), multiples.size());
+    for (size_t i = 0; i < multiples.size(); ++i) {
+      SCOPED_TRACE(fmt::format("{} at {}x", to_string(f[k].rule), multiples[i]));
+      double sum = 0;  // the measured ISR of the heads the forecast read
+      for (const HeadIsr& h : f[k].per_head)
+        for (const auto& m : measured.attention[i].heads)
+          if (m.layer == h.layer && m.head == h.head) sum += m.isr.median;
+      const double isr = sum / static_cast<double>(f[k].per_head.size());
+      if (i == 0 && f[k].rule == BetaRule::kNone)  // equal up to the renormalised layers below
+        EXPECT_NEAR(f[k].isr[i], isr, 1e-7 * isr);
+      EXPECT_LT(std::max(f[k].isr[i] / isr, isr / f[k].isr[i]), 1.3) << f[k].isr[i] << " " << isr;
+    }
+  }
+  EXPECT_GT(f[0].isr[3], 2 * f[0].isr[0]);  // none: the memories add interference
+  EXPECT_LT(f[1].isr[3], f[1].isr[0]);      // su: sharpening outruns them
   EXPECT_GT(f[0].beta, 0);
   EXPECT_GT(f[0].gap_median, 0);  // the read key is the nearest, by a margin
   EXPECT_THROW(forecast_isr(r.model, r.config, {2, 4}, {BetaRule::kNone}, 1),
@@ -140,6 +157,50 @@ TEST(IsrForecast, EveryRuleFollowsTheClosedFormOfUniformMarginHeads) {
         << to_string(rule);
 }
 
+// Near collisions: a random softmax store in d = 16 (the trained heads' width) at beta = 9 (their
+// beta of 6 sharpened 1.5x, as su does at a few times the length), each query reading a stored
+// copy of itself among random unit keys. At 32 tokens a query sees 31 other keys; at 64x it sees
+// 2,047, among them, far more often, a key near its own, and at this beta those few keys carry the
+// ISR. The forecast draws the keys a longer prompt adds from the pool of every query's other keys,
+// so it holds that tail: its median ISR at 64x is within 10 % of the median over fresh queries that
+// do see 2,047 random keys (0.212 against 0.215 here). Each query's own 31 keys, m-fold, miss it
+// by 2x (0.107): this test fails if the pool is ignored.
+TEST(IsrForecast, TheKeysALongerPromptAddsHoldTheNearCollisions) {
+  constexpr int64_t d = 16, t = 31, kQueries = 2000, m = 64, t_m = m * (t + 1) - 1;
+  constexpr double kBeta = 9;
+  torch::manual_seed(11);
+  auto unit = [](torch::Tensor x) { return x / x.norm(2, -1, true); };
+  // the training length: per query its t other scores q . k_j
+  const auto q = unit(torch::randn({kQueries, d}, torch::kFloat64));
+  const auto k = unit(torch::randn({kQueries, t, d}, torch::kFloat64));
+  const auto r = torch::einsum("qd,qjd->qj", {q, k}).contiguous();  // (Q, t)
+  std::vector<ForecastQuery> queries;
+  KeyPools pools;
+  auto& pool = pools[{0, 0}];
+  for (int64_t i = 0; i < kQueries; ++i) {
+    ForecastQuery fq{0, 0, t, {}, 1.0, kBeta};
+    for (int64_t j = 0; j < t; ++j) {
+      const double s = r[i][j].item<double>();
+      fq.d.push_back(kBeta * (s - 1));
+      pool.push_back(s);
+    }
+    queries.push_back(std::move(fq));
+  }
+  std::sort(pool.begin(), pool.end());
+  const auto at = std::vector<torch::Tensor>{torch::full({1, t_m + 1}, kBeta, torch::kFloat64)};
+  const auto pooled =
+      forecast_from_queries(queries, at, at, BetaRule::kNone, {1, m}, {1, m}, pools);
+  const auto own = forecast_from_queries(queries, at, at, BetaRule::kNone, {1, m}, {1, m});
+  // the truth: fresh queries that see t_m random keys
+  const auto q2 = unit(torch::randn({500, d}, torch::kFloat64));
+  const auto k2 = unit(torch::randn({500, t_m, d}, torch::kFloat64));
+  const auto isr2 = torch::einsum("qd,qjd->qj", {q2, k2}).sub(1).mul(2 * kBeta).exp().sum(1).sqrt();
+  const double truth = isr2.median().item<double>();
+  EXPECT_NEAR(pooled.isr[0], own.isr[0], 1e-12);  // at 1x both are the queries' own ISR
+  EXPECT_NEAR(pooled.isr[1], truth, 0.1 * truth);
+  EXPECT_LT(own.isr[1], 0.6 * truth) << pooled.isr[1];
+}
+
 // The prescription on a random softmax store, where the critical c follows from theory. M unit keys
 // uniform on the sphere in R^d, the query a stored key: E[ISR^2] = (M - 1) E[exp(2 beta (s - 1))]
 // with s the sphere's similarity law (theory.h, by quadrature). Under log:c, at m times the
@@ -176,8 +237,11 @@ TEST(IsrForecast, PrescriptionOfARandomSoftmaxStoreIsTheTheorysCriticalC) {
     return std::vector<torch::Tensor>{
         beta_for(rule, M, static_cast<double>(L), kBeta0).unsqueeze(0)};  // (1, T)
   };
-  const Prescription p =
-      prescribe(queries, scales(BetaRule::kNone), scales, multiples, multiples, kLevel);
+  auto forecast = [&](BetaRule rule) {
+    return forecast_from_queries(queries, scales(BetaRule::kNone), scales(rule), rule, multiples,
+                                 multiples);
+  };
+  const Prescription p = prescribe(forecast, kLevel);
   ASSERT_TRUE(p.c) << p.why_none;
   // the theory's c, by bisection on its own ISR
   auto theory_holds = [&](double c) {
@@ -198,13 +262,10 @@ TEST(IsrForecast, PrescriptionOfARandomSoftmaxStoreIsTheTheorysCriticalC) {
   // the prescribed rule's forecast holds the level, and stops holding it at 0.9 c
   EXPECT_EQ(p.forecast.rule, BetaRule::log(*p.c));
   for (double isr : p.forecast.isr) EXPECT_LE(isr, kLevel);
-  const IsrForecast below =
-      forecast_from_queries(queries, scales(BetaRule::kNone), scales(BetaRule::log(0.9 * *p.c)),
-                            BetaRule::log(0.9 * *p.c), multiples, multiples);
+  const IsrForecast below = forecast(BetaRule::log(0.9 * *p.c));
   EXPECT_GT(*std::max_element(below.isr.begin(), below.isr.end()), kLevel);
   // a level the training length exceeds already: no c, and why
-  const Prescription none =
-      prescribe(queries, scales(BetaRule::kNone), scales, multiples, multiples, 0.01);
+  const Prescription none = prescribe(forecast, 0.01);
   EXPECT_FALSE(none.c);
   EXPECT_NE(none.why_none.find("training length"), std::string::npos) << none.why_none;
 }
@@ -214,9 +275,9 @@ TEST(IsrForecast, PrescriptionOfARandomSoftmaxStoreIsTheTheorysCriticalC) {
 // its level (0.9 c does not); a log:c rule scores through eval; bad flags refused in one line.
 TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   test::TempDir dir;
-  const std::string run = test::trained_small_mqar();
+  const std::string run = test::trained_small_store();
   const auto ok = test::run_cli({"--threads", "1", "forecast", "--checkpoint", run, "--target",
-                                 "8x", "--isr", "0.6", "--json", dir / "f.json"},
+                                 "8x", "--isr", "0.2", "--json", dir / "f.json"},
                                 dir);
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("prescribed"), std::string::npos) << ok.out;
@@ -232,14 +293,13 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   ASSERT_TRUE(p["c"].is_number()) << p;
   const double c = p["c"].get<double>();
   EXPECT_EQ(p["rule"], to_string(BetaRule::log(c)));
-  for (const auto& isr : p["isr"]) EXPECT_LE(isr.get<double>(), 0.6);
-  if (c > 0) {
-    const auto weaker = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::log(0.9 * c)}, 2);
-    EXPECT_GT(*std::max_element(weaker[0].isr.begin(), weaker[0].isr.end()), 0.6);
-  }
-  // a level the heads exceed at the training length already (0.41 there): no c, and why
+  for (const auto& isr : p["isr"]) EXPECT_LE(isr.get<double>(), 0.2);
+  EXPECT_GT(c, 0);  // none's forecast passes 0.2 by 8x (0.255 when written)
+  const auto weaker = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::log(0.9 * c)}, 2);
+  EXPECT_GT(*std::max_element(weaker[0].isr.begin(), weaker[0].isr.end()), 0.2);
+  // a level the heads exceed at the training length already (0.066 there): no c, and why
   const auto none = test::run_cli(
-      {"--threads", "1", "forecast", "--checkpoint", run, "--target", "8x", "--isr", "0.1"}, dir);
+      {"--threads", "1", "forecast", "--checkpoint", run, "--target", "8x", "--isr", "0.03"}, dir);
   ASSERT_EQ(none.code, 0) << none.err;
   EXPECT_NE(none.out.find("prescribed: none, the ISR at the training length"), std::string::npos)
       << none.out;

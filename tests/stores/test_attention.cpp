@@ -369,5 +369,45 @@ TEST(ModelAttention, RejectsANonPositiveScale) {
     EXPECT_THROW(Attention(AttentionOptions(8, 2, 4).scale(s)), std::invalid_argument) << s;
 }
 
+// The length emulation of the layered forecast against a longer prompt built for it: without
+// positions, attention does not see the order of its keys, so a prompt holding every key but the
+// query's heaviest m times (the query's own key among them) gives the query the output that the
+// emulation, count m, computes at the original length. Its multiplier table replaces the layer's:
+// twice the multiplier gives the weights of the layer at twice its scale.
+TEST(ModelAttention, LengthEmulationIsTheLongerPromptOfCopies) {
+  constexpr int64_t T = 9, m = 5;
+  torch::manual_seed(8);
+  Attention a(AttentionOptions(8, 1, T).rope(false).scale(6.0).qk_norm(true));
+  a->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({1, T, 8}, torch::kFloat64);
+  const int64_t c = a->recall_weights(x)[0][0][T - 1].argmax().item<int64_t>();
+  std::vector<torch::Tensor> rows;  // the longer prompt: each other key m times, c once, then t
+  for (int64_t j = 0; j < T; ++j)
+    if (j != c)
+      for (int64_t k = 0; k < (j == T - 1 ? m - 1 : m); ++k) rows.push_back(x[0][j]);
+  if (c != T - 1) rows.push_back(x[0][c]);
+  rows.push_back(x[0][T - 1]);
+  const auto longer = torch::stack(rows).unsqueeze(0);  // (1, (T - 1) m + 1, 8)
+  ASSERT_EQ(longer.size(1), (T - 1) * m + 1);
+  const auto want = a->forward(longer)[0][longer.size(1) - 1];  // (8,)
+  const auto scale = a->logit_scale(T, torch::kFloat64);        // (1, T)
+  a->set_length_emulation({scale, torch::full({T}, static_cast<double>(m), torch::kFloat64)});
+  const auto got = a->forward(x)[0][T - 1];
+  EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-12)) << got << want;
+  // count 1 and the layer's own multipliers: the plain attention
+  a->set_length_emulation({scale, torch::ones({T}, torch::kFloat64)});
+  const auto same = a->forward(x);
+  a->set_length_emulation({});
+  EXPECT_TRUE(torch::allclose(same, a->forward(x), 1e-12, 1e-14));
+  EXPECT_FALSE(torch::allclose(got, a->forward(x)[0][T - 1], 1e-6, 1e-8));  // the copies count
+  // the multiplier table: twice the layer's is the layer at scale 12
+  Attention b(AttentionOptions(8, 1, T).rope(false).scale(12.0).qk_norm(true));
+  b->to(torch::kFloat64);
+  b->qkv->weight.copy_(a->qkv->weight);
+  a->set_length_emulation({2 * scale, torch::ones({T}, torch::kFloat64)});
+  EXPECT_TRUE(torch::allclose(a->recall_weights(x), b->recall_weights(x), 1e-12, 1e-14));
+}
+
 }  // namespace
 }  // namespace recall

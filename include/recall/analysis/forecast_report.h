@@ -23,7 +23,9 @@ struct ForecastReport {
   std::string checkpoint;
   int64_t seq_len = 0, target = 0;
   BetaRule trained = BetaRule::kNone;
-  std::vector<IsrForecast> forecasts;  // one per rule
+  std::vector<IsrForecast> forecasts;  // one per rule, layered (forecast_layered)
+  // the same with the layers below each head as they read at 1x (forecast_under)
+  std::vector<IsrForecast> alone;
   Prescription prescription;
 };
 

@@ -15,14 +15,22 @@
 // length is read: the forecast is a prediction, to be set beside the measurement.
 #pragma once
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "recall/analysis/inspect_heads.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/train/trainer.h"
 
 namespace recall {
+
+// One recalling head's forecast: the median over its queries at each multiple.
+struct HeadIsr {
+  int64_t layer = 0, head = 0;
+  std::vector<double> isr;
+};
 
 struct IsrForecast {
   BetaRule rule = BetaRule::kNone;  // the rule at the longer lengths
@@ -30,8 +38,9 @@ struct IsrForecast {
   std::vector<int64_t> pairs;  // the memories in context at each multiple (pairs growing)
   // the mean over the recalling heads of each head's median forecast ISR over the queries
   std::vector<double> isr;
-  int64_t heads = 0;  // recalling heads read
-  double beta = 0;    // their mean logit multiplier at the training length's last position
+  std::vector<HeadIsr> per_head;  // each recalling head's, in the order first read
+  int64_t heads = 0;              // recalling heads read
+  double beta = 0;  // their mean logit multiplier at the training length's last position
   // cos(q, k_c) - cos(q, k_j) with unit q and k: the margin of the read key over the others,
   // median and 10th percentile over every (query, other key) of the recalling heads
   double gap_median = 0, gap_p10 = 0;
@@ -46,29 +55,41 @@ struct IsrForecast {
 struct ForecastQuery {
   int64_t layer = 0, head = 0, t = 0;
   std::vector<double> d;
+  // the read key's score q^ . k (its projection on the query's direction) and beta = the
+  // multiplier at t times |q|: a key of score r weighs exp(beta (r - read)) against the read one
+  double read = 0, beta = 0;
 };
 
+// Per recalling head (layer, head), the scores q^ . k of every context key it did not read, over
+// all its queries, sorted: the keys a longer prompt adds are drawn from these, near collisions
+// included. With unit q and k (qk_norm) a score is a cosine.
+using KeyPools = std::map<std::pair<int64_t, int64_t>, std::vector<double>>;
+
 // The forecast under `rule` from queries read at the training length. At multiple m a query moves
-// to t_m = m (t + 1) - 1, and its ISR is sqrt((t_m / t) sum_j exp(2 rho d_j)) with
-// rho = at_rule(t_m) / at_train(t), where at_train and at_rule hold per layer the multipliers
-// (H or 1, T) of AttentionImpl::logit_scale under the trained rule and under `rule`; per head the
-// median over its queries, then the mean over the heads. pairs[i] is the memories in context at
-// multiples[i]. Fills rule, multiples, pairs, isr, heads and overflow_pairs (the reader of the
-// weights fills beta and the gaps).
+// to t_m = m (t + 1) - 1 and sees t_m other keys: its own t, and t_m - t more drawn from its head's
+// pool (query_isr), each gap sharpened by rho = at_rule(t_m) / at_train(t), where at_train and
+// at_rule hold per layer the multipliers (H or 1, T) of AttentionImpl::logit_scale under the
+// trained rule and under `rule`; per head the median over its queries, then the mean over the
+// heads. pairs[i] is the memories in context at multiples[i]. Fills rule, multiples, pairs, isr,
+// heads and overflow_pairs (the reader of the weights fills beta and the gaps).
 IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
                                   const std::vector<torch::Tensor>& at_train,
                                   const std::vector<torch::Tensor>& at_rule, BetaRule rule,
                                   const std::vector<int64_t>& multiples,
-                                  const std::vector<int64_t>& pairs);
+                                  const std::vector<int64_t>& pairs, const KeyPools& pools = {});
 
 // What the forecast reads at the training length: the recalling heads' queries, each layer's
 // multipliers under the trained rule, and the memories at each multiple (the mqar pairs growing).
 struct ForecastReading {
   std::vector<ForecastQuery> queries;
+  KeyPools pools;
   std::vector<torch::Tensor> at_train;  // per layer (H or 1, multiples.back() * seq_len)
   std::vector<int64_t> multiples, pairs;
   int64_t seq_len = 0;
   BetaRule trained = BetaRule::kNone;
+  std::vector<Batch> prompts;          // the mqar prompts read, at the training length
+  std::vector<HeadReport> heads;       // inspect's reading of every head on them
+  int64_t pairs_1x = 0;                // the mqar pairs in each
   double beta = 0;                     // the heads' mean multiplier at their queries
   double gap_median = 0, gap_p10 = 0;  // as in IsrForecast
 };
@@ -81,6 +102,26 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
 // Each layer's multipliers (H or 1, T) under `rule`, float64; the model keeps its own rule.
 std::vector<torch::Tensor> rule_scales(Transformer& model, BetaRule rule, int64_t T);
 
+// The ISR of one query at m times the length, t_m = m (t + 1) - 1, its gaps sharpened by rho.
+// The t_m other keys are the query's own t and n = t_m - t more, whose scores are the pool's
+// quantiles at (i - 1/2) / n, i = 1..n (the pool's mix, its near collisions included as often as
+// n keys meet them):
+//   ISR_m^2 = sum_own exp(2 rho d_j) + sum_i exp(2 rho beta (Q_i - read)).
+// Without a pool: the own keys m-fold, ISR_m^2 = (t_m / t) sum_own exp(2 rho d_j). At m = 1 both
+// are the measured ISR.
+double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool);
+
+// The layered forecast under `rule`: the layers below a recalling head read as they would at m
+// times the length, not as they did at 1x. At each multiple m the prompts of `reading` run again at
+// the training length with every layer's attention emulating the longer context
+// (LengthEmulation, stores/attention.h): query t takes the rule's multiplier at t_m, and the keys
+// it does not read count t_m / t times in its output, the m-fold copies of the same mix. The
+// recalling heads' gaps d_j are read in that pass, at the rule's multiplier, and
+// ISR_m = sqrt((t_m / t) sum_j exp(2 d_j)). A first-layer head forecasts as forecast_under does;
+// a head above reads what the emulated layers below wrote, so a rule that sharpens them (or
+// interference that grows in them) moves its gaps. Leaves the model as it was.
+IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading, BetaRule rule);
+
 // The forecast under `rule` of what `reading` read.
 IsrForecast forecast_under(Transformer& model, const ForecastReading& reading, BetaRule rule);
 
@@ -91,24 +132,28 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
                                       const std::vector<int64_t>& multiples,
                                       const std::vector<BetaRule>& rules, int64_t batches);
 
-// The smallest growth of beta that holds the forecast ISR at or below `level` at every multiple
-// read: the c of log:c, beta(n) = beta_0 (1 + c ln(n / L)) past the training length L. A softmax
-// store's ISR^2 = (M - 1) E[w^2] / w_read^2 grows with M at fixed beta; a beta growing with ln M
-// shrinks every weight ratio exp(d_j) by its own power, so some c holds it, unless a key outweighs
-// the read one (d_j > 0), which sharpening only strengthens.
+// The smallest growth of beta that holds the forecast ISR (the mean over the heads that hold at
+// 1x, held_heads) at or below `level` at every multiple read: the c of log:c, beta(n) = beta_0 (1 +
+// c ln(n / L)) past the training length L. A softmax store's ISR^2 = (M - 1) E[w^2] / w_read^2
+// grows with M at fixed beta; a beta growing with ln M shrinks every weight ratio exp(d_j) by its
+// own power, so some c holds it, unless a key outweighs the read one (d_j > 0), which sharpening
+// only strengthens.
 struct Prescription {
   double level = 0;
+  // recalling heads left out: past overflow at the training length (ISR >= 1), they read their key
+  // by chance, and sharpening strengthens the keys above it, so no c holds them
+  int64_t left_out = 0;
   std::optional<double> c;  // none where no c up to 1,000 holds (why_none says why)
   std::string why_none;
-  IsrForecast forecast;  // under log:c where c was found
+  IsrForecast forecast;  // under log:c where c was found, over the heads it holds (held_heads)
 };
 
-// `scales(rule)` gives each layer's multipliers under a rule (rule_scales for a model). c is found
-// to a relative 1e-4, then rounded up to three significant digits where those hold too.
-Prescription prescribe(const std::vector<ForecastQuery>& queries,
-                       const std::vector<torch::Tensor>& at_train,
-                       const std::function<std::vector<torch::Tensor>(BetaRule)>& scales,
-                       const std::vector<int64_t>& multiples, const std::vector<int64_t>& pairs,
-                       double level);
+// `f` over the recalling heads that hold their memories at the training length, ISR < 1 there:
+// the heads the prescription holds.
+IsrForecast held_heads(const IsrForecast& f);
+
+// `forecast(rule)` forecasts the ISR under a rule (forecast_layered for a model). c is found to a
+// relative 1e-4, then rounded up to three significant digits where those hold too.
+Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level);
 
 }  // namespace recall

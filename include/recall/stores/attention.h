@@ -90,6 +90,17 @@ struct AttentionTrace {
   torch::Tensor out;      // (B, T, d_model): forward(x)
 };
 
+// A context m times longer, emulated at the training length for the layered forecast
+// (analysis/isr_forecast.h): query t takes the multiplier `scale` (H or 1, T), the rule's at the
+// position t_m = m (t + 1) - 1 it would hold, in place of logit_scale's; and every context key but
+// the query's heaviest counts `count` (T,) times in its output, count_t = t_m / t: the longer
+// prompt holds m copies of the same mix of keys and one key that the query reads. The weights
+// that trace returns are the softmax at `scale`, before the count. Undefined tensors: off.
+struct LengthEmulation {
+  torch::Tensor scale;  // (H or 1, T), float64
+  torch::Tensor count;  // (T,), float64
+};
+
 // The parameters AttentionImpl registers for `options`, without building it, D = d_model, H heads,
 // G key/value heads of width dh, C = (H + 2 G) dh, N memories, W the convolution's width: qkv C D
 // and out H dh D (+ C + D biases, C with qkv_bias alone), the memories 2 N H dh, the convolution
@@ -134,6 +145,8 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // The logit multiplier per query position, scale beta(t + 1) / beta_0 times 1 / sqrt(d_head)
   // (without qk_norm): (H, T) for ssmax or a learned scale, (1, T) otherwise.
   torch::Tensor logit_scale(int64_t T, const torch::TensorOptions& like);
+  // Runs every later forward through attend_reference with `e` (undefined tensors: off).
+  void set_length_emulation(LengthEmulation e) { emulation_ = std::move(e); }
   // Changes the rule; switching to ssmax without a learned scale adds one at its initial value.
   void set_rule(BetaRule rule);
   // Sets head_mask, the multipliers of each head's output (inspect's ablation).
@@ -183,10 +196,14 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
   // The part of the logit multiplier that no rule or parameter changes: scale / sqrt(d_head), or
   // scale alone with qk_norm; without scale when it is learned (`beta`).
   double fixed_scale() const;
+  // attend_reference under the length emulation
+  Attended attend_emulated(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           int64_t offset);
   // x (..., d_head) scaled to unit rows with qk_norm; x itself otherwise.
   torch::Tensor unit(const torch::Tensor& x) const;
 
   bool heads_masked_ = false;  // some entry of head_mask differs from 1
+  LengthEmulation emulation_;
 };
 TORCH_MODULE(Attention);
 
