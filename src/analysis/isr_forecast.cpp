@@ -192,6 +192,26 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
   return r;
 }
 
+namespace {
+
+// Every layer under a length emulation for the scope's life; the model as it was after it.
+struct Emulating {
+  Transformer& model;
+  Emulating(Transformer& m, const std::vector<torch::Tensor>& scale, const torch::Tensor& count)
+      : model(m) {
+    for (size_t l = 0; l < scale.size(); ++l)
+      model->block(l)->attn->set_length_emulation({scale[l], count});
+  }
+  ~Emulating() {
+    for (size_t l = 0; l < static_cast<size_t>(model->config.n_layers); ++l)
+      model->block(l)->attn->set_length_emulation({});
+  }
+  Emulating(const Emulating&) = delete;
+  Emulating& operator=(const Emulating&) = delete;
+};
+
+}  // namespace
+
 IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading, BetaRule rule) {
   const int64_t T = reading.seq_len;
   const auto at_rule = rule_scales(model, rule, reading.multiples.back() * T);
@@ -205,18 +225,11 @@ IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading,
     // the count of every key but the read one: t_m / t; position 0 sees no other key
     const auto count = (t_m.to(torch::kFloat64) / t.to(torch::kFloat64).clamp_min(1)).clamp_min(1);
     std::vector<torch::Tensor> scale;  // per layer (H or 1, T): the rule's multiplier at t_m
-    for (size_t l = 0; l < at_rule.size(); ++l) {
-      scale.push_back(at_rule[l].index_select(1, t_m));
-      model->block(l)->attn->set_length_emulation({scale.back(), count});
-    }
-    QueryReading q;
-    try {
-      q = read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, scale);
-    } catch (...) {
-      for (size_t l = 0; l < at_rule.size(); ++l) model->block(l)->attn->set_length_emulation({});
-      throw;
-    }
-    for (size_t l = 0; l < at_rule.size(); ++l) model->block(l)->attn->set_length_emulation({});
+    for (const auto& s : at_rule) scale.push_back(s.index_select(1, t_m));
+    const QueryReading q = [&] {
+      Emulating on(model, scale, count);
+      return read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, scale);
+    }();
     std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
     for (const ForecastQuery& fq : q.queries)  // d_j and beta at the rule's multiplier
       by_head[{fq.layer, fq.head}].push_back(

@@ -1,6 +1,8 @@
 // A trained checkpoint shared by the inspect and extrapolate tests.
 #pragma once
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "recall/core/threads.h"
 #include "recall/train/trainer.h"
@@ -8,12 +10,24 @@
 
 namespace recall::test {
 
+// Trains `toml` on one thread (seconds; two threads on a busy machine are several times slower)
+// into a folder that lives as long as the test binary.
+inline std::string train_small_once(const char* toml, const char* name) {
+  static std::vector<std::unique_ptr<TempDir>> dirs;
+  dirs.push_back(std::make_unique<TempDir>());
+  TrainOptions o;
+  o.out_dir = *dirs.back() / "run";
+  o.progress = false;
+  set_threads(1);
+  train(train_config_from_toml(toml, name), o);
+  set_threads(0);
+  return o.out_dir;
+}
+
 // A small mqar (2 pairs in 16 tokens) that reaches full accuracy in about 250 steps, trained on one
 // thread (seconds; two threads on a busy machine are several times slower) once per test binary.
 inline const std::string& trained_small_mqar() {
-  static TempDir dir;
-  static const std::string run = [] {
-    const TrainConfig cfg = train_config_from_toml(R"(
+  static const std::string run = train_small_once(R"(
 task = "mqar"
 vocab_size = 16
 mqar_pairs = 2
@@ -31,15 +45,7 @@ eval_batches = 2
 log_every = 100
 seed = 7
 )",
-                                                   "small mqar");
-    TrainOptions o;
-    o.out_dir = dir / "run";
-    o.progress = false;
-    set_threads(1);
-    train(cfg, o);
-    set_threads(0);
-    return o.out_dir;
-  }();
+                                                  "small mqar");
   return run;
 }
 
@@ -48,9 +54,7 @@ seed = 7
 // full accuracy in 300 steps, about 4 s on one thread, trained once per test binary. Its heads
 // recall by content alone, the regime of the ISR forecast.
 inline const std::string& trained_small_store() {
-  static TempDir dir;
-  static const std::string run = [] {
-    const TrainConfig cfg = train_config_from_toml(R"(
+  static const std::string run = train_small_once(R"(
 task = "mqar"
 vocab_size = 64
 mqar_pairs = 4
@@ -72,15 +76,7 @@ eval_batches = 2
 log_every = 100
 seed = 7
 )",
-                                                   "small store");
-    TrainOptions o;
-    o.out_dir = dir / "run";
-    o.progress = false;
-    set_threads(1);
-    train(cfg, o);
-    set_threads(0);
-    return o.out_dir;
-  }();
+                                                  "small store");
   return run;
 }
 

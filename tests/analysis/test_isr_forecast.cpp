@@ -52,8 +52,9 @@ TEST(IsrForecast, ForecastsWhatTheLongerPromptsMeasure) {
         for (const auto& m : measured.attention[i].heads)
           if (m.layer == h.layer && m.head == h.head) sum += m.isr.median;
       const double isr = sum / static_cast<double>(f[k].per_head.size());
-      if (i == 0 && f[k].rule == BetaRule::kNone)  // equal up to the renormalised layers below
+      if (i == 0 && f[k].rule == BetaRule::kNone) {  // equal up to the renormalised layers below
         EXPECT_NEAR(f[k].isr[i], isr, 1e-7 * isr);
+      }
       EXPECT_LT(std::max(f[k].isr[i] / isr, isr / f[k].isr[i]), 1.3) << f[k].isr[i] << " " << isr;
     }
   }
