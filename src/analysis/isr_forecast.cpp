@@ -45,11 +45,10 @@ void add_multiple(IsrForecast& f,
                   const std::map<std::pair<int64_t, int64_t>, std::vector<double>>& by_head) {
   double total = 0;
   for (const auto& [key, isr] : by_head) {
-    auto at = std::find_if(f.per_head.begin(), f.per_head.end(), [&](const HeadIsr& h) {
-      return h.layer == key.first && h.head == key.second;
-    });
-    if (at == f.per_head.end())
-      at = f.per_head.insert(f.per_head.end(), {key.first, key.second, {}});
+    const int64_t layer = key.first, head = key.second;  // a lambda may capture these (C++17)
+    auto at = std::find_if(f.per_head.begin(), f.per_head.end(),
+                           [&](const HeadIsr& h) { return h.layer == layer && h.head == head; });
+    if (at == f.per_head.end()) at = f.per_head.insert(f.per_head.end(), {layer, head, {}});
     at->isr.push_back(summarize(isr).median);
     total += at->isr.back();
   }
