@@ -7,8 +7,9 @@
 #   ops          the kernels, each beside its reference: GEMMs (fp32, bf16), row maths, causal
 #                attention, LayerNorm, AdamW, the probe's tiles, normal draws; the kernel switch
 #   stores       memory stores and their theory
-#   models       the transformer built from them, and the configs of other programs' models
-#   train        tasks, the trainer, checkpoints, import and export
+#   models       the transformer built from them
+#   train        tasks, the trainer, checkpoints, import and export (and the configs of other
+#                programs' models, which only they read)
 #   analysis     measurements: probe, fit, inspect, extrapolation, attention statistics
 #   experiments  what trains and schedules runs: the experiments, the report, sweeps, benchmarks
 #   cli          the commands
@@ -17,8 +18,8 @@ set(RECALL_LINKS_core "")
 set(RECALL_LINKS_formats core)
 set(RECALL_LINKS_ops core)
 set(RECALL_LINKS_stores ops)
-set(RECALL_LINKS_models stores formats)
-set(RECALL_LINKS_train models)
+set(RECALL_LINKS_models stores)
+set(RECALL_LINKS_train models formats)
 set(RECALL_LINKS_analysis train)
 set(RECALL_LINKS_experiments analysis)
 set(RECALL_LINKS_cli experiments)

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "recall/core/error.h"
-#include "recall/models/foreign_config.h"
+#include "recall/train/foreign_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "recall/core/error.h"
 
@@ -47,6 +48,11 @@ ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& con
   }
   report.prescription =
       prescribe([&](BetaRule r) { return forecast_layered(model, reading, r); }, config.level);
+  std::set<std::pair<int64_t, int64_t>> held;
+  for (const IsrForecast& f : report.forecasts)
+    if (f.rule == report.trained)
+      for (const HeadIsr& h : held_heads(f).per_head) held.insert({h.layer, h.head});
+  report.critical = critical_scaling(model, reading, held);
   return report;
 }
 
@@ -98,6 +104,18 @@ std::string forecast_table(const ForecastReport& r) {
   } else {
     out += fmt::format("* trained. prescribed: none, {}\n", p.why_none);
   }
+  const CriticalScaling& k = r.critical;
+  if (k.heads > 0) {
+    auto c = [](const std::optional<double>& v) {
+      return v ? fmt::format("log:{:.3g}", *v) : std::string("none up to c = 1,000");
+    };
+    out += fmt::format(
+        "the published criteria on the same {} heads, for {}x: critical scaling (Chen et al.), "
+        "token correlation {:.3g}, beta >= {:.3g} ln n: {}; gap counting (Hayase and Karakida), "
+        "the median row's beta* {:.3g} at 1x and {:.3g} at {}x: {}\n",
+        k.heads, k.target, k.rho, k.gamma_c, c(k.c_critical), k.beta_gap_count.front(),
+        k.beta_gap_count.back(), k.target, c(k.c_gap_count));
+  }
   return out;
 }
 
@@ -136,6 +154,17 @@ std::string forecast_json(const ForecastReport& r) {
   } else {
     prescription["why_none"] = p.why_none;
   }
+  const CriticalScaling& k = r.critical;
+  // infinity is not JSON: a median row that no beta concentrates is null
+  nlohmann::json star = nlohmann::json::array();
+  for (double b : k.beta_gap_count) star.push_back(std::isfinite(b) ? nlohmann::json(b) : nullptr);
+  const nlohmann::json critical = {{"heads", k.heads},
+                                   {"beta", k.beta},
+                                   {"rho", k.rho},
+                                   {"gamma_c", k.gamma_c},
+                                   {"c_critical", optional(k.c_critical)},
+                                   {"beta_gap_count", star},
+                                   {"c_gap_count", optional(k.c_gap_count)}};
   return nlohmann::json{{"checkpoint", r.checkpoint},
                         {"seq_len", r.seq_len},
                         {"trained_rule", to_string(r.trained)},
@@ -147,7 +176,8 @@ std::string forecast_json(const ForecastReport& r) {
                         {"multiples", any.multiples},
                         {"pairs", any.pairs},
                         {"forecasts", rules},
-                        {"prescription", prescription}}
+                        {"prescription", prescription},
+                        {"published_criteria", critical}}
              .dump(2) +
          "\n";
 }

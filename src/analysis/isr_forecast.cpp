@@ -12,14 +12,10 @@
 #include "recall/models/block.h"
 
 namespace recall {
-namespace {
 
-// Head h's multiplier at position t, from logit_scale's (H or 1, T).
 double head_scale(const torch::Tensor& s, int64_t h, int64_t t) {
   return s[s.size(0) == 1 ? 0 : h][t].item<double>();
 }
-
-}  // namespace
 
 double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool) {
   const int64_t t_m = m * (q.t + 1) - 1;
@@ -29,12 +25,10 @@ double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vecto
     const double grow = q.t > 0 ? static_cast<double>(t_m) / static_cast<double>(q.t) : 0.0;
     return std::sqrt(grow * own);
   }
-  const int64_t n = t_m - q.t, P = static_cast<int64_t>(pool->size());
+  const int64_t n = t_m - q.t;
   double added = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const auto at = static_cast<size_t>((2 * i + 1) * P / (2 * n));  // quantile (i + 1/2) / n
-    added += std::exp(2 * rho * q.beta * ((*pool)[at] - q.read));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    added += std::exp(2 * rho * q.beta * (pool_draw(*pool, i, n) - q.read));
   return std::sqrt(own + added);
 }
 

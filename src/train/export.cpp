@@ -10,7 +10,7 @@
 #include "recall/core/io.h"
 #include "recall/formats/safetensors.h"
 #include "recall/formats/torch_save.h"
-#include "recall/models/foreign_config.h"
+#include "recall/train/foreign_config.h"
 #include "recall/models/norm.h"
 #include "recall/stores/rope.h"
 #include "recall/train/gpt2_names.h"

@@ -13,7 +13,7 @@
 #include "recall/core/error.h"
 #include "recall/core/io.h"
 #include "recall/formats/torch_pickle.h"
-#include "recall/models/foreign_config.h"
+#include "recall/train/foreign_config.h"
 #include "recall/train/checkpoint.h"
 #include "recall/train/gpt2_names.h"
 #include "recall/train/llama_names.h"

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/inspect_test_util.h"
+#include "recall/analysis/critical_scaling.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
@@ -274,6 +275,22 @@ TEST(IsrForecast, PrescriptionOfARandomSoftmaxStoreIsTheTheorysCriticalC) {
 // `recall forecast` on a trained checkpoint: the table and JSON of every rule's forecast, the
 // trained rule's at 1x the one the library computes, and the prescribed c the smallest that holds
 // its level (0.9 c does not); a log:c rule scores through eval; bad flags refused in one line.
+// Hayase and Karakida's beta* = max_g ln N(g) / g, written out for rows whose answer is known:
+// n keys all at gap g give Chen et al.'s ln n / g; of two bands the one that asks more decides, a
+// near band of few keys or a far band of many; a key at or above the read one defeats every beta.
+TEST(CriticalScaling, GapCountingIsTheUpperTailAccumulationScale) {
+  EXPECT_NEAR(gap_count_beta(std::vector<double>(100, 0.5)), std::log(100.0) / 0.5, 1e-12);
+  EXPECT_EQ(gap_count_beta({0.3}), 0.0);  // one other key: any beta > 0 puts the read one first
+  std::vector<double> near_few = {0.05, 0.05, 0.05};  // ln 3 / 0.05 = 22.0
+  near_few.insert(near_few.end(), 1000, 1.0);          // ln 1003 / 1 = 6.9
+  EXPECT_NEAR(gap_count_beta(near_few), std::log(3.0) / 0.05, 1e-12);
+  std::vector<double> far_many = {0.9};
+  far_many.insert(far_many.end(), 100000, 1.0);  // ln 100001 = 11.5 beats ln 1 / 0.9 = 0
+  EXPECT_NEAR(gap_count_beta(far_many), std::log(100001.0), 1e-12);
+  EXPECT_TRUE(std::isinf(gap_count_beta({0.0, 0.5})));
+  EXPECT_TRUE(std::isinf(gap_count_beta({-0.1, 0.5})));
+}
+
 TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   test::TempDir dir;
   const std::string run = test::trained_small_store();
@@ -296,6 +313,16 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   EXPECT_EQ(p["rule"], to_string(BetaRule::log(c)));
   for (const auto& isr : p["isr"]) EXPECT_LE(isr.get<double>(), 0.2);
   EXPECT_GT(c, 0);  // none's forecast passes 0.2 by 8x (0.255 when written)
+  // Chen et al.'s criterion beta_0 (1 + c ln 8) >= gamma_c ln(8 L), L = 16, solved for c by hand
+  const auto& k = j["published_criteria"];
+  ASSERT_GE(k["heads"].get<int64_t>(), 1) << k;
+  EXPECT_NEAR(k["gamma_c"].get<double>(), 1 / (1 - k["rho"].get<double>()), 1e-12);
+  const double by_hand =
+      (k["gamma_c"].get<double>() * std::log(128.0) / k["beta"].get<double>() - 1) / std::log(8.0);
+  ASSERT_TRUE(k["c_critical"].is_number()) << k;
+  EXPECT_NEAR(k["c_critical"].get<double>(), std::max(0.0, by_hand), 2e-4 * std::abs(by_hand));
+  ASSERT_EQ(k["beta_gap_count"].size(), 4u);
+  EXPECT_GT(k["beta_gap_count"][3].get<double>(), k["beta_gap_count"][0].get<double>());
   const auto weaker = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::log(0.9 * c)}, 2);
   EXPECT_GT(*std::max_element(weaker[0].isr.begin(), weaker[0].isr.end()), 0.2);
   // a level the heads exceed at the training length already (0.066 there): no c, and why

@@ -22,7 +22,7 @@
 #include "recall/core/io.h"
 #include "recall/formats/safetensors.h"
 #include "recall/formats/torch_pickle.h"
-#include "recall/models/foreign_config.h"
+#include "recall/train/foreign_config.h"
 #include "recall/train/export.h"
 #include "recall/train/import.h"
 #include "recall/train/trainer.h"

@@ -4,15 +4,14 @@
 //
 // A recalling head (inspect.h) answers the query at position t by reading key c. Its weights give
 // the logit gaps of the t other keys it sees,
-//   d_j = ln w_j - ln w_c = beta(t + 1) (s_j - s_c),   s = cos(q, k) with unit q and k,
-// where beta(t + 1) is the head's logit multiplier (attn_scale, a learned scale, the rule). A
-// prompt m times longer with the memories growing in proportion holds the same mix of keys, m times
-// as many: the query sits at t_m = m (t + 1) - 1, sees t_m other keys drawn like these, and the
-// rule sets the multiplier beta'(t_m + 1). As a softmax store's ISR^2 is the sum of the squared
-// weight ratios,
-//   ISR_m^2 = (t_m / t) sum_j exp(2 rho d_j),   rho = beta'(t_m + 1) / beta(t + 1),
-// which at m = 1 under the trained rule is the head's measured ISR. Nothing past the training
-// length is read: the forecast is a prediction, to be set beside the measurement.
+//   d_j = ln w_j - ln w_c = beta(t + 1) (s_j - s_c),   s = q^ . k (a cosine with unit q and k),
+// where beta(t + 1) is the head's logit multiplier (attn_scale, a learned scale, the rule) times
+// |q|. As a softmax store's ISR^2 is the sum of the squared weight ratios, ISR^2 = sum_j exp(2 d_j)
+// at the training length. A prompt m times longer, the memories growing in proportion, puts the
+// query at t_m = m (t + 1) - 1: it sees t_m - t keys more, drawn from its head's pool of scores
+// (near collisions included, query_isr), and every layer runs at the rule's multiplier for t_m, so
+// a head reads what the layers below would write at that length (forecast_layered). Nothing past
+// the training length is read: the forecast is a prediction, to be set beside the measurement.
 #pragma once
 #include <functional>
 #include <map>
@@ -102,6 +101,14 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
 // Each layer's multipliers (H or 1, T) under `rule`, float64; the model keeps its own rule.
 std::vector<torch::Tensor> rule_scales(Transformer& model, BetaRule rule, int64_t T);
 
+// The i-th of n keys a longer prompt adds, drawn from a sorted pool at its quantile (i + 1/2) / n.
+inline double pool_draw(const std::vector<double>& pool, int64_t i, int64_t n) {
+  return pool[static_cast<size_t>((2 * i + 1) * static_cast<int64_t>(pool.size()) / (2 * n))];
+}
+
+// Head h's multiplier at position t, from a layer's table of rule_scales (H or 1, T).
+double head_scale(const torch::Tensor& s, int64_t h, int64_t t);
+
 // The ISR of one query at m times the length, t_m = m (t + 1) - 1, its gaps sharpened by rho.
 // The t_m other keys are the query's own t and n = t_m - t more, whose scores are the pool's
 // quantiles at (i - 1/2) / n, i = 1..n (the pool's mix, its near collisions included as often as
@@ -116,8 +123,8 @@ double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vecto
 // the training length with every layer's attention emulating the longer context
 // (LengthEmulation, stores/attention.h): query t takes the rule's multiplier at t_m, and the keys
 // it does not read count t_m / t times in its output, the m-fold copies of the same mix. The
-// recalling heads' gaps d_j are read in that pass, at the rule's multiplier, and
-// ISR_m = sqrt((t_m / t) sum_j exp(2 d_j)). A first-layer head forecasts as forecast_under does;
+// recalling heads' gaps d_j are read in that pass, at the rule's multiplier, with the added keys
+// drawn from the pass's pools (query_isr). A first-layer head forecasts as forecast_under does;
 // a head above reads what the emulated layers below wrote, so a rule that sharpens them (or
 // interference that grows in them) moves its gaps. Leaves the model as it was.
 IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading, BetaRule rule);

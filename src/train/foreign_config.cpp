@@ -1,4 +1,4 @@
-#include "recall/models/foreign_config.h"
+#include "recall/train/foreign_config.h"
 
 #include <fmt/format.h>
 
@@ -125,7 +125,7 @@ const std::map<std::string, nlohmann::json>& gpt2_fixed_keys() {
   return keys;
 }
 
-UsageError refused(const std::string& source, const std::string& why) {
+UsageError config_refused(const std::string& source, const std::string& why) {
   return UsageError(fmt::format("{}: {}; it is refused", source, why));
 }
 
@@ -137,9 +137,9 @@ bool read_gpt2_option(const std::string& key, const nlohmann::json& v, ModelConf
   if (key == "n_inner") {
     if (!v.is_null()) {
       if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % c.d_model != 0)
-        throw refused(source,
-                      fmt::format("n_inner = {}: recall's MLP width is a multiple of n_embd = {}",
-                                  v.dump(), c.d_model));
+        throw config_refused(
+            source, fmt::format("n_inner = {}: recall's MLP width is a multiple of n_embd = {}",
+                                v.dump(), c.d_model));
       c.ffn_mult = v.get<int64_t>() / c.d_model;
     }
   } else if (key == "activation_function") {
@@ -149,15 +149,16 @@ bool read_gpt2_option(const std::string& key, const nlohmann::json& v, ModelConf
     else if (a == "gelu_new" || a == "gelu_pytorch_tanh")
       c.activation = Activation::kGeluTanh;
     else
-      throw refused(source, fmt::format("activation_function = {}: recall has gelu (exact) and "
-                                        "gelu_new / gelu_pytorch_tanh (its gelu_tanh)",
-                                        a));
+      throw config_refused(source,
+                           fmt::format("activation_function = {}: recall has gelu (exact) and "
+                                       "gelu_new / gelu_pytorch_tanh (its gelu_tanh)",
+                                       a));
   } else if (key == "layer_norm_epsilon") {
     if (!v.is_number() || v.get<double>() != kNormEps)
-      throw refused(
+      throw config_refused(
           source, fmt::format("layer_norm_epsilon = {}: recall's LayerNorm uses 1e-05", v.dump()));
   } else if (key == "tie_word_embeddings") {
-    if (!v.is_boolean()) throw refused(source, "tie_word_embeddings is not true or false");
+    if (!v.is_boolean()) throw config_refused(source, "tie_word_embeddings is not true or false");
     c.tied_head = v.get<bool>();
   } else {
     return false;
@@ -233,8 +234,8 @@ const std::set<std::string>& moe_keys() {
 // rope_theta as a RoPE base recall holds, refused otherwise.
 double rope_theta(const nlohmann::json& v, const std::string& key, const std::string& source) {
   if (!v.is_number() || !(v.get<double>() > 1))
-    throw refused(source,
-                  fmt::format("{} = {}: RoPE's base must be a number above 1", key, v.dump()));
+    throw config_refused(
+        source, fmt::format("{} = {}: RoPE's base must be a number above 1", key, v.dump()));
   return v.get<double>();
 }
 
@@ -244,12 +245,14 @@ double rope_theta(const nlohmann::json& v, const std::string& key, const std::st
 void read_rope_object(const std::string& key, const nlohmann::json& v, ModelConfig& c,
                       const std::string& source) {
   if (v.is_null()) return;
-  if (!v.is_object()) throw refused(source, fmt::format("{} = {}: not an object", key, v.dump()));
+  if (!v.is_object())
+    throw config_refused(source, fmt::format("{} = {}: not an object", key, v.dump()));
   for (const char* type : {"rope_type", "type"})
     if (v.contains(type) && v[type] != "default")
-      throw refused(source, fmt::format("{} has {} = {}: recall's RoPE is unscaled (rope_type "
-                                        "default), no RoPE scaling is implemented",
-                                        key, type, v[type].dump()));
+      throw config_refused(source,
+                           fmt::format("{} has {} = {}: recall's RoPE is unscaled (rope_type "
+                                       "default), no RoPE scaling is implemented",
+                                       key, type, v[type].dump()));
   for (const auto& [k, x] : v.items()) {
     if ((k == "rope_type" || k == "type") && x == "default") continue;
     if (k == "rope_theta") {
@@ -257,10 +260,10 @@ void read_rope_object(const std::string& key, const nlohmann::json& v, ModelConf
     } else if (k == "partial_rotary_factor" && x.is_number() && x.get<double>() == 1.0) {
       continue;
     } else {
-      throw refused(source,
-                    fmt::format("{} holds {} = {}: recall's RoPE is unscaled and rotates every "
-                                "channel (rope_type default), no RoPE scaling is implemented",
-                                key, k, x.dump()));
+      throw config_refused(
+          source, fmt::format("{} holds {} = {}: recall's RoPE is unscaled and rotates every "
+                              "channel (rope_type default), no RoPE scaling is implemented",
+                              key, k, x.dump()));
     }
   }
 }
@@ -268,12 +271,12 @@ void read_rope_object(const std::string& key, const nlohmann::json& v, ModelConf
 // A size key of the Llama families: a positive integer.
 int64_t positive_int(const nlohmann::json& v, const std::string& key, const std::string& source) {
   if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-    throw refused(source, fmt::format("{} = {}: must be a positive integer", key, v.dump()));
+    throw config_refused(source, fmt::format("{} = {}: must be a positive integer", key, v.dump()));
   return v.get<int64_t>();
 }
 
 bool boolean(const nlohmann::json& v, const std::string& key, const std::string& source) {
-  if (!v.is_boolean()) throw refused(source, fmt::format("{} is not true or false", key));
+  if (!v.is_boolean()) throw config_refused(source, fmt::format("{} is not true or false", key));
   return v.get<bool>();
 }
 
@@ -319,7 +322,7 @@ ModelConfig model_config_from_nanogpt(const PickleValue& args, const std::string
 
 ModelConfig model_config_from_gpt2_json(const std::string& text, const std::string& source) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw refused(source, "is not a JSON object");
+  if (j.is_discarded() || !j.is_object()) throw config_refused(source, "is not a JSON object");
   ModelConfig c = gpt_shape();
   const std::pair<const char*, int64_t*> ints[] = {{"n_layer", &c.n_layers},
                                                    {"n_head", &c.n_heads},
@@ -327,9 +330,9 @@ ModelConfig model_config_from_gpt2_json(const std::string& text, const std::stri
                                                    {"n_positions", &c.seq_len},
                                                    {"vocab_size", &c.vocab_size}};
   for (const auto& [key, field] : ints) {
-    if (!j.contains(key)) throw refused(source, fmt::format("lacks {}", key));
+    if (!j.contains(key)) throw config_refused(source, fmt::format("lacks {}", key));
     if (!j[key].is_number_integer())
-      throw refused(source, fmt::format("{} is not an integer", key));
+      throw config_refused(source, fmt::format("{} is not an integer", key));
     *field = j[key].get<int64_t>();
   }
   const auto& fixed = gpt2_fixed_keys();
@@ -338,13 +341,14 @@ ModelConfig model_config_from_gpt2_json(const std::string& text, const std::stri
     for (const auto& [name, field] : ints) known |= key == name;
     if (auto it = fixed.find(key); it != fixed.end()) {
       if (v != it->second && !(v.is_null() && key == "pruned_heads"))
-        throw refused(source, fmt::format("{} = {}: recall's model needs {}", key, v.dump(),
-                                          it->second.dump()));
+        throw config_refused(source, fmt::format("{} = {}: recall's model needs {}", key, v.dump(),
+                                                 it->second.dump()));
       known = true;
     }
     known |= read_gpt2_option(key, v, c, source);
     if (!known)
-      throw refused(source, fmt::format("holds {}, an architecture key recall does not know", key));
+      throw config_refused(source,
+                           fmt::format("holds {}, an architecture key recall does not know", key));
   }
   validate(c, source);
   return c;
@@ -417,20 +421,21 @@ void check_full_attention(const std::string& key, const nlohmann::json& v,
                           const std::string& source) {
   if (key == "use_sliding_window") {
     if (boolean(v, key, source))
-      throw refused(source,
-                    "use_sliding_window = true: recall's attention sees every earlier "
-                    "position, there is no sliding window");
+      throw config_refused(source,
+                           "use_sliding_window = true: recall's attention sees every earlier "
+                           "position, there is no sliding window");
   } else if (key == "sliding_window") {
     // used only with use_sliding_window, refused above
     if (!v.is_null() && !v.is_number_integer())
-      throw refused(source, fmt::format("sliding_window = {}: not an integer", v.dump()));
+      throw config_refused(source, fmt::format("sliding_window = {}: not an integer", v.dump()));
   } else {  // layer_types
-    if (!v.is_array()) throw refused(source, fmt::format("layer_types = {}: not a list", v.dump()));
+    if (!v.is_array())
+      throw config_refused(source, fmt::format("layer_types = {}: not a list", v.dump()));
     for (const auto& t : v)
       if (t != "full_attention")
-        throw refused(source, fmt::format("layer_types holds {}: recall's layers are all "
-                                          "full_attention",
-                                          t.dump()));
+        throw config_refused(source, fmt::format("layer_types holds {}: recall's layers are all "
+                                                 "full_attention",
+                                                 t.dump()));
   }
 }
 
@@ -438,26 +443,27 @@ void check_full_attention(const std::string& key, const nlohmann::json& v,
 void check_biases(bool attention_bias, bool mlp_bias, LlamaFamily f, const std::string& source) {
   if (attention_bias == mlp_bias) return;
   if (f == LlamaFamily::kQwen3)
-    throw refused(source,
-                  "attention_bias = true: recall's biases on q, k, v and the output "
-                  "map come with the feed-forward's, which Qwen3 has not");
-  throw refused(source, fmt::format("{} = true without {}: recall's biases are on every linear map "
-                                    "(bias) or on q, k and v alone (qkv_bias)",
-                                    attention_bias ? "attention_bias" : "mlp_bias",
-                                    attention_bias ? "mlp_bias" : "attention_bias"));
+    throw config_refused(source,
+                         "attention_bias = true: recall's biases on q, k, v and the output "
+                         "map come with the feed-forward's, which Qwen3 has not");
+  throw config_refused(source,
+                       fmt::format("{} = true without {}: recall's biases are on every linear map "
+                                   "(bias) or on q, k and v alone (qkv_bias)",
+                                   attention_bias ? "attention_bias" : "mlp_bias",
+                                   attention_bias ? "mlp_bias" : "attention_bias"));
 }
 
 }  // namespace
 
 ModelConfig model_config_from_llama_json(const std::string& text, const std::string& source) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw refused(source, "is not a JSON object");
+  if (j.is_discarded() || !j.is_object()) throw config_refused(source, "is not a JSON object");
   const std::string type = foreign_model_type(text);
   LlamaFamily f;
   try {
     f = llama_family_from_string(type);
   } catch (const std::invalid_argument& e) {
-    throw refused(source, e.what());
+    throw config_refused(source, e.what());
   }
   ModelConfig c = llama_shape();
   const std::pair<const char*, int64_t*> sizes[] = {
@@ -465,7 +471,7 @@ ModelConfig model_config_from_llama_json(const std::string& text, const std::str
       {"num_hidden_layers", &c.n_layers},      {"num_attention_heads", &c.n_heads},
       {"max_position_embeddings", &c.seq_len}, {"intermediate_size", &c.intermediate_size}};
   for (const auto& [key, field] : sizes) {
-    if (!j.contains(key)) throw refused(source, fmt::format("lacks {}", key));
+    if (!j.contains(key)) throw config_refused(source, fmt::format("lacks {}", key));
     *field = positive_int(j[key], key, source);
   }
   // transformers' defaults where the file has no value: Llama's kv heads are its heads and its
@@ -485,22 +491,22 @@ ModelConfig model_config_from_llama_json(const std::string& text, const std::str
         llama_ignored_keys().count(key))
       continue;
     if (moe_keys().count(key))
-      throw refused(source, fmt::format("holds {}, a mixture-of-experts key: recall's "
-                                        "feed-forward is one dense SwiGLU",
-                                        key));
+      throw config_refused(source, fmt::format("holds {}, a mixture-of-experts key: recall's "
+                                               "feed-forward is one dense SwiGLU",
+                                               key));
     if (key == "num_key_value_heads") {
       c.n_kv_heads = v.is_null() ? c.n_heads : positive_int(v, key, source);
     } else if (key == "head_dim") {
       c.d_head = v.is_null() ? 0 : positive_int(v, key, source);
     } else if (key == "hidden_act") {
       if (v != "silu")
-        throw refused(source, fmt::format("hidden_act = {}: recall reads the SwiGLU "
-                                          "feed-forward (silu) of these models",
-                                          v.dump()));
+        throw config_refused(source, fmt::format("hidden_act = {}: recall reads the SwiGLU "
+                                                 "feed-forward (silu) of these models",
+                                                 v.dump()));
     } else if (key == "rms_norm_eps") {
       if (!v.is_number() || !(v.get<double>() > 0))
-        throw refused(source,
-                      fmt::format("rms_norm_eps = {}: must be a positive number", v.dump()));
+        throw config_refused(source,
+                             fmt::format("rms_norm_eps = {}: must be a positive number", v.dump()));
       c.norm_eps = v.get<double>();
     } else if (key == "tie_word_embeddings") {
       c.tied_head = boolean(v, key, source);
@@ -510,9 +516,10 @@ ModelConfig model_config_from_llama_json(const std::string& text, const std::str
       read_rope_object(key, v, c, source);
     } else if (key == "partial_rotary_factor") {
       if (!v.is_number() || v.get<double>() != 1.0)
-        throw refused(source, fmt::format("partial_rotary_factor = {}: recall's RoPE rotates "
-                                          "every channel of a head",
-                                          v.dump()));
+        throw config_refused(source,
+                             fmt::format("partial_rotary_factor = {}: recall's RoPE rotates "
+                                         "every channel of a head",
+                                         v.dump()));
     } else if (key == "attention_bias" && f != LlamaFamily::kQwen2) {
       attention_bias = boolean(v, key, source);
     } else if (key == "mlp_bias" && f == LlamaFamily::kLlama) {
@@ -520,17 +527,18 @@ ModelConfig model_config_from_llama_json(const std::string& text, const std::str
     } else if (qwen && is_window_key(key)) {
       check_full_attention(key, v, source);
     } else {
-      throw refused(source, fmt::format("holds {}, a key recall does not know for model_type {} "
-                                        "(remove it if it leaves the model as it is)",
-                                        key, type));
+      throw config_refused(source,
+                           fmt::format("holds {}, a key recall does not know for model_type {} "
+                                       "(remove it if it leaves the model as it is)",
+                                       key, type));
     }
   }
   check_biases(attention_bias, mlp_bias, f, source);
   c.bias = attention_bias && mlp_bias;
   if (c.n_heads % c.n_kv_heads != 0)
-    throw refused(source, fmt::format("num_attention_heads = {} is not a multiple of "
-                                      "num_key_value_heads = {}",
-                                      c.n_heads, c.n_kv_heads));
+    throw config_refused(source, fmt::format("num_attention_heads = {} is not a multiple of "
+                                             "num_key_value_heads = {}",
+                                             c.n_heads, c.n_kv_heads));
   normalise_widths(c);
   validate(c, source);
   return c;
