@@ -63,10 +63,11 @@ CriticalScaling critical_scaling(Transformer& model, const ForecastReading& read
     for (double d : q.d) gap_sum += -d / q.beta;
     gaps += static_cast<int64_t>(q.d.size());
   }
+  const double mean_gap = gaps > 0 ? gap_sum / static_cast<double>(gaps) : 0.0;
+  // none read, or a read key below the others on average: neither criterion applies
+  if (queries.empty() || !(mean_gap > 0)) return out;
   out.heads = static_cast<int64_t>(held.size());
-  if (queries.empty() || gaps == 0) return out;
   out.beta = beta_sum / static_cast<double>(queries.size());
-  const double mean_gap = gap_sum / static_cast<double>(gaps);
   out.rho = 1 - mean_gap;
   out.gamma_c = 1 / mean_gap;
 

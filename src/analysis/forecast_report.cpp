@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "recall/core/error.h"
 
@@ -48,11 +47,7 @@ ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& con
   }
   report.prescription =
       prescribe([&](BetaRule r) { return forecast_layered(model, reading, r); }, config.level);
-  std::set<std::pair<int64_t, int64_t>> held;
-  for (const IsrForecast& f : report.forecasts)
-    if (f.rule == report.trained)
-      for (const HeadIsr& h : held_heads(f).per_head) held.insert({h.layer, h.head});
-  report.critical = critical_scaling(model, reading, held);
+  report.critical = critical_scaling(model, reading, report.prescription.held);
   return report;
 }
 

@@ -287,6 +287,7 @@ Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, dou
   }
   IsrForecast f = held_heads(all);
   p.left_out = all.heads - f.heads;
+  for (const HeadIsr& h : f.per_head) p.held.insert({h.layer, h.head});
   if (f.heads == 0) {
     p.why_none = "no recalling head holds its memories at the training length (ISR < 1)";
     return p;

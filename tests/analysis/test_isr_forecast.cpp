@@ -282,7 +282,7 @@ TEST(CriticalScaling, GapCountingIsTheUpperTailAccumulationScale) {
   EXPECT_NEAR(gap_count_beta(std::vector<double>(100, 0.5)), std::log(100.0) / 0.5, 1e-12);
   EXPECT_EQ(gap_count_beta({0.3}), 0.0);  // one other key: any beta > 0 puts the read one first
   std::vector<double> near_few = {0.05, 0.05, 0.05};  // ln 3 / 0.05 = 22.0
-  near_few.insert(near_few.end(), 1000, 1.0);          // ln 1003 / 1 = 6.9
+  near_few.insert(near_few.end(), 1000, 1.0);         // ln 1003 / 1 = 6.9
   EXPECT_NEAR(gap_count_beta(near_few), std::log(3.0) / 0.05, 1e-12);
   std::vector<double> far_many = {0.9};
   far_many.insert(far_many.end(), 100000, 1.0);  // ln 100001 = 11.5 beats ln 1 / 0.9 = 0
@@ -316,6 +316,9 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   // Chen et al.'s criterion beta_0 (1 + c ln 8) >= gamma_c ln(8 L), L = 16, solved for c by hand
   const auto& k = j["published_criteria"];
   ASSERT_GE(k["heads"].get<int64_t>(), 1) << k;
+  // the prescription's heads: the recalling ones less those past overflow at 1x
+  EXPECT_EQ(k["heads"].get<int64_t>(),
+            j["heads"].get<int64_t>() - p["heads_left_out"].get<int64_t>());
   EXPECT_NEAR(k["gamma_c"].get<double>(), 1 / (1 - k["rho"].get<double>()), 1e-12);
   const double by_hand =
       (k["gamma_c"].get<double>() * std::log(128.0) / k["beta"].get<double>() - 1) / std::log(8.0);

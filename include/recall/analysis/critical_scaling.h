@@ -36,8 +36,10 @@ namespace recall {
 
 struct CriticalScaling {
   int64_t target = 0;  // the multiple of the training length the c's are for
-  int64_t heads = 0;   // the heads read: those that hold their memories at 1x (ISR < 1)
-  double beta = 0;     // their mean multiplier at the training length (times |q|)
+  // the heads read: those that hold their memories at 1x (ISR < 1); 0 where the criteria do not
+  // apply (no query read, or a mean gap <= 0), and the rest is then unset
+  int64_t heads = 0;
+  double beta = 0;  // their mean multiplier at the training length (times |q|)
   // Chen et al.: rho = 1 - the mean score gap of the read key over the others (with unit q and k
   // a token correlation), gamma_c = 1 / (1 - rho), and the smallest c whose beta at the target's
   // last position reaches gamma_c ln n, n = target * L tokens; none where even c = 1,000 falls

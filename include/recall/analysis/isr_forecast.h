@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,8 @@ struct Prescription {
   // recalling heads left out: past overflow at the training length (ISR >= 1), they read their key
   // by chance, and sharpening strengthens the keys above it, so no c holds them
   int64_t left_out = 0;
+  // the heads it holds, (layer, head): those with ISR < 1 at the training length
+  std::set<std::pair<int64_t, int64_t>> held;
   std::optional<double> c;  // none where no c up to 1,000 holds (why_none says why)
   std::string why_none;
   IsrForecast forecast;  // under log:c where c was found, over the heads it holds (held_heads)

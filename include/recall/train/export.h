@@ -19,8 +19,8 @@
 #include "recall/core/torch.h"
 #include "recall/formats/safetensors.h"
 #include "recall/formats/torch_save.h"
-#include "recall/train/foreign_config.h"
 #include "recall/models/transformer.h"
+#include "recall/train/foreign_config.h"
 #include "recall/train/train_config.h"
 
 namespace recall {
