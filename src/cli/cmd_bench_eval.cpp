@@ -1,5 +1,6 @@
 // recall bench eval: the throughput of scoring long prompts, the path of `recall eval`,
-// `extrapolate` and the long-context experiment (evaluate() through the causal kernel).
+// `extrapolate` and the long-context experiment (evaluate() through the causal kernel), with a
+// profile of a recorded pass (recall/core/step_profile.h) in seconds by part.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include "recall/analysis/inspect.h"
 #include "recall/core/error.h"
 #include "recall/core/machine.h"
+#include "recall/core/step_profile.h"
 #include "recall/ops/gemm.h"
 #include "recall/ops/kernels.h"
 #include "recall/train/task.h"
@@ -82,21 +84,30 @@ void add_bench_eval(CLI::App& bench, Action& action) {
         ScopedKernels plain(Kernels::kReference);
         reference = time_it().first;
       }
+      // A third pass, its ops recorded: where the fast pass's time goes (recording costs a little).
+      const StepProfile parts = record_parts([&] { evaluate(r.model, *task, set); });
+      nlohmann::ordered_json profile;
+      for (StepPart p :
+           {StepPart::kGemm, StepPart::kAttention, StepPart::kNorms, StepPart::kActivations,
+            StepPart::kLoss, StepPart::kElementwise, StepPart::kUnrecorded})
+        profile[to_string(p)] = parts[p];
+      profile["sum"] = parts.total();
       const double flops = attention_flops(r.config.model, T) * static_cast<double>(prompts);
-      const nlohmann::json j = {{"bench", "eval"},
-                                {"config", o->checkpoint.empty() ? o->config : o->checkpoint},
-                                {"threads", torch::get_num_threads()},
-                                {"seq_len", T},
-                                {"pairs", n_pairs},
-                                {"prompts", prompts},
-                                {"seconds", fast},
-                                {"tokens_per_s", static_cast<double>(prompts * T) / fast},
-                                {"attention_gflops", flops / fast / 1e9},
-                                {"reference_seconds", reference},
-                                {"gemm", gemm_backend()},
-                                {"gemm_gflops", gemm},
-                                {"accuracy", accuracy},
-                                {"peak_rss_mib", peak_rss_mib()}};
+      nlohmann::json j = {{"bench", "eval"},
+                          {"config", o->checkpoint.empty() ? o->config : o->checkpoint},
+                          {"threads", torch::get_num_threads()},
+                          {"seq_len", T},
+                          {"pairs", n_pairs},
+                          {"prompts", prompts},
+                          {"seconds", fast},
+                          {"tokens_per_s", static_cast<double>(prompts * T) / fast},
+                          {"attention_gflops", flops / fast / 1e9},
+                          {"reference_seconds", reference},
+                          {"gemm", gemm_backend()},
+                          {"gemm_gflops", gemm},
+                          {"accuracy", accuracy},
+                          {"peak_rss_mib", peak_rss_mib()}};
+      j["profile_s"] = profile;
       std::printf("%s\n", j.dump().c_str());
       return 0;
     };

@@ -42,7 +42,8 @@ class ScratchDir {
 
 }  // namespace
 
-BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Device& device) {
+BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Device& device,
+                             bool profile) {
   auto& tc = config.trainer;
   if (steps > 0) tc.steps = steps;
   check_arg(tc.steps > static_cast<int64_t>(kWarmupSteps),
@@ -59,11 +60,26 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Dev
   options.out_dir = (dir.path() / "run").string();
   options.progress = false;
   options.device = device;
+  options.profile = profile;
   const TrainResult run = train(config, options);
 
   BenchTrainResult r;
   const int64_t params = Transformer(config.model)->num_parameters();
-  const double dt = mean_step_seconds(run.step_seconds);
+  std::vector<double> timed, recorded(kWarmupSteps, 0.0);  // recorded: behind a warm-up, as timed
+  for (size_t i = 0; i < run.step_seconds.size(); ++i)
+    (i < run.profiled.size() && run.profiled[i] ? recorded : timed).push_back(run.step_seconds[i]);
+  const double dt = mean_step_seconds(timed);
+  r.timed_steps = static_cast<int64_t>(timed.size()) - static_cast<int64_t>(kWarmupSteps);
+  r.profiled_steps = static_cast<int64_t>(recorded.size() - kWarmupSteps);
+  if (r.profiled_steps > 0) {
+    r.profile = run.profile;
+    r.profile *= 1.0 / static_cast<double>(r.profiled_steps);
+    r.profiled_step_ms = mean_step_seconds(recorded) * 1e3;
+    for (const auto& [name, seconds] : recorded_op_seconds()) {
+      if (r.top_ops.size() == 12) break;
+      r.top_ops.emplace_back(name, seconds / static_cast<double>(r.profiled_steps));
+    }
+  }
   r.params = params;
   r.device = device.str();
   r.tokens_per_s = static_cast<double>(tokens_per_step(config)) / dt;
@@ -78,6 +94,7 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Dev
   r.mfu = r.tokens_per_s * r.flops_per_token / run.peak_flops;
   r.useful_mfu = r.tokens_per_s * r.useful_flops_per_token / run.peak_flops;
   r.nproc = dist_env_from_environment().world_size;
+  r.precision_note = bf16_slower_note(device);
   return r;
 }
 
@@ -97,13 +114,31 @@ std::string to_json(const BenchTrainResult& r) {
   j["useful_flops_per_token"] = std::llround(r.useful_flops_per_token);
   j["useful_mfu"] = std::round(r.useful_mfu * 1000) / 1000;
   if (r.nproc > 1) j["nproc"] = r.nproc;
+  if (!r.precision_note.empty()) j["precision_note"] = r.precision_note;
+  if (r.profiled_steps > 0) {
+    nlohmann::ordered_json parts;
+    auto ms = [](double seconds) { return std::round(seconds * 1e4) / 10; };  // 0.1 ms
+    for (size_t i = 0; i < kStepParts; ++i)
+      parts[to_string(static_cast<StepPart>(i))] = ms(r.profile.seconds[i]);
+    parts["sum"] = ms(r.profile.total());
+    j["profile_ms"] = parts;
+    j["profiled_step_ms"] = std::round(r.profiled_step_ms * 10) / 10;
+    j["profiled_steps"] = r.profiled_steps;
+    nlohmann::ordered_json top;  // which ops make up the parts, in thread-ms per recorded step
+    for (const auto& [name, seconds] : r.top_ops) top[name] = ms(seconds);
+    j["top_ops_thread_ms"] = top;
+  }
   return j.dump();
 }
 
 int run_bench_train(const std::string& config_path, int64_t steps, const torch::Device& device,
                     const std::vector<std::string>& sets) {
-  const auto r = bench_train(train_config_from_file(config_path, sets), steps, device);
-  if (dist_env_from_environment().rank == 0) fmt::print("{}\n", to_json(r));
+  const auto r = bench_train(train_config_from_file(config_path, sets), steps, device,
+                             /*profile=*/true);
+  if (dist_env_from_environment().rank == 0) {
+    if (!r.precision_note.empty()) fmt::print(stderr, "# {}\n", r.precision_note);
+    fmt::print("{}\n", to_json(r));
+  }
   return 0;
 }
 

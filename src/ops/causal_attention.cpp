@@ -1,6 +1,7 @@
 #include "recall/ops/causal_attention.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include <limits>
@@ -74,10 +75,29 @@ void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
 }
+// bfloat16 bit patterns of a stored (rows, cols) matrix, leading dimension ld, widened to float32
+// (exactly: a bfloat16 is the top half of a float32) into dst, dense.
+void widen(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
+  dst.resize(static_cast<size_t>(rows * cols));
+  auto* out = reinterpret_cast<uint32_t*>(dst.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = static_cast<uint32_t>(src[r * ld + c]) << 16;
+}
+
+// The bf16 operands' product. A block's products are small (64 rows, d_head columns): there
+// oneDNN's bf16 GEMM (its AMX path sets up tiles and packs per call) took 59 ms of a bench-gpt
+// step where the sgemm's products took 28. So the operands, rounded to bf16 already and exact in
+// float32, are widened and multiplied by the sgemm: each product of two bf16 values is exact in
+// float32 and the sum accumulates in float32, as the bf16 GEMM's does (in its own order).
 void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
           int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  const int status = fast_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
+  count_fast_call(FastKernel::kBf16Widened);
+  thread_local std::vector<float> a, b;
+  const int64_t a_cols = ta == 'N' ? K : M, b_cols = tb == 'N' ? N : K;
+  widen(A, ta == 'N' ? M : K, a_cols, lda, a);
+  widen(B, tb == 'N' ? K : N, b_cols, ldb, b);
+  gemm(ta, tb, M, N, K, alpha, a.data(), a_cols, b.data(), b_cols, beta, C, ldc);
 }
 
 // A block of weights or of their gradients as the next product's operand: the float32 block
@@ -210,6 +230,7 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q_in,
                                const torch::Tensor& k_in, const torch::Tensor& v_in, int64_t n_mem,
                                double alpha) {
+    RECORD_USER_SCOPE("recall::attention");  // a part of the step's profile
     const bool bf16 = matmul_precision() == Precision::kBf16;
     // under bf16 the rounded copies are what the backward's products take, kept at half the bytes
     auto q = product_operand(q_in, bf16), k = product_operand(k_in, bf16),
@@ -229,6 +250,7 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
+    RECORD_USER_SCOPE("recall::attention_backward");
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
     const int64_t n_mem = ctx->saved_data["n_mem"].toInt();

@@ -1,6 +1,7 @@
 #include "recall/ops/layer_norm.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 
@@ -18,6 +19,7 @@ struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& weight_in, const torch::Tensor& bias_in,
                                double eps) {
+    RECORD_USER_SCOPE("recall::layer_norm");  // a part of the step's profile
     auto x = x_in.contiguous(), weight = weight_in.contiguous(), bias = bias_in.contiguous();
     const int64_t n = x.size(0), D = x.size(1);
     auto y = torch::empty_like(x);
@@ -37,6 +39,7 @@ struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
+    RECORD_USER_SCOPE("recall::layer_norm_backward");
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
     const auto g = grads[0].contiguous();  // (n, D)
@@ -81,6 +84,9 @@ torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& 
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  // the forward's part of the step's profile; its backward is autograd's, of torch's elementwise
+  // ops
+  RECORD_USER_SCOPE("recall::rms_norm");
   auto inv_rms = torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + eps);  // (..., 1)
   return x * inv_rms * weight;
 }

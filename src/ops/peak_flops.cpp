@@ -13,11 +13,13 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "recall/core/device.h"
 #include "recall/core/machine.h"
 #include "recall/ops/gemm.h"
+#include "recall/ops/precision.h"
 
 namespace recall {
 
@@ -158,9 +160,10 @@ std::string PeakFlops::describe() const {
 
 PeakFlops peak_flops(const c10::Device& device) {
   static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, PeakFlops> known;
+  static std::map<std::tuple<std::string, int, std::string>, PeakFlops> known;
   std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = known.try_emplace({device.str(), at::get_num_threads()});
+  // the GEMM names the precision: a bf16 run's peak is its bf16 GEMM's
+  auto [it, fresh] = known.try_emplace({device.str(), at::get_num_threads(), gemm_backend(device)});
   if (!fresh) return it->second;
   PeakFlops& p = it->second;
   p.measured = measured_peak(device, &p.measured_how);
@@ -169,6 +172,21 @@ PeakFlops peak_flops(const c10::Device& device) {
   p.kind = p.theoretical >= p.measured ? "theoretical" : "measured";
   p.flops = std::max(p.theoretical, p.measured);
   return p;
+}
+
+std::string bf16_slower_note(double bf16_flops, double fp32_flops) {
+  if (bf16_flops >= fp32_flops) return "";
+  return fmt::format(
+      "precision bf16: this CPU's bf16 GEMM runs at {:.0f} GFLOP/s at the trainer's shapes, its "
+      "fp32 sgemm at {:.0f}: precision fp32 trains faster here (bf16 pays where AMX runs it)",
+      bf16_flops / 1e9, fp32_flops / 1e9);
+}
+
+std::string bf16_slower_note(const c10::Device& device) {
+  if (!device.is_cpu() || matmul_precision() != Precision::kBf16) return "";
+  const double bf16 = peak_flops(device).measured;
+  const ScopedPrecision fp32(Precision::kFp32);
+  return bf16_slower_note(bf16, peak_flops(device).measured);
 }
 
 }  // namespace recall

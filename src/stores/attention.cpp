@@ -163,10 +163,13 @@ std::array<torch::Tensor, 3> AttentionImpl::project(const torch::Tensor& x, int6
     }
     z = y;
   }
-  // views into z's rows, (H + 2 G) dh apart: the same strides as a (B, T, 3, H, dh) view under MHA
-  auto q = z.narrow(2, 0, H * dh).view({B, T, H, dh});       // (B, T, H, dh)
-  auto k = z.narrow(2, H * dh, G * dh).view({B, T, G, dh});  // (B, T, G, dh)
-  auto v = z.narrow(2, (H + G) * dh, G * dh).view({B, T, G, dh});
+  // views into z's rows, (H + 2 G) dh apart: the same strides as a (B, T, 3, H, dh) view under MHA.
+  // One split, not three narrows: its backward writes z's gradient in one pass (a cat), where
+  // each narrow's zero-filled a gradient of z's size and added its part (7 % of a bench-gpt step).
+  const auto parts = z.split_with_sizes({H * dh, G * dh, G * dh}, 2);
+  auto q = parts[0].view({B, T, H, dh});  // (B, T, H, dh)
+  auto k = parts[1].view({B, T, G, dh});  // (B, T, G, dh)
+  auto v = parts[2].view({B, T, G, dh});
   if (options.qk_rmsnorm()) {
     // before RoPE, as transformers' Qwen3: the rotation keeps the norm but mixes the channels
     // (i, i + d_head/2) that the gains weigh, so the order matters

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -82,6 +83,10 @@ class WorkerPool {
   int pending_ = 0, ready_ = 0;
 };
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 WorkerPool& worker_pool(int n) {
   static std::mutex mutex;
   static auto* pools = new std::map<int, std::unique_ptr<WorkerPool>>();  // never freed: see above
@@ -94,7 +99,9 @@ WorkerPool& worker_pool(int n) {
 }  // namespace
 
 double data_parallel_backward(Transformer& model, const Batch& batch, int workers,
-                              int64_t scored_total, const GradReady& ready) {
+                              int64_t scored_total, const GradReady& ready, StepProfile* profile) {
+  const auto start = std::chrono::steady_clock::now();
+  const StepProfile ops_before = profile ? thread_op_seconds() : StepProfile{};
   const int64_t B = batch.x.size(0);
   const int64_t scored = scored_total > 0 ? scored_total : batch.mask.sum().item<int64_t>();
   const double scale = 1.0 / static_cast<double>(std::max<int64_t>(scored, 1));
@@ -107,24 +114,33 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
     if (ready)
       for (size_t i = 0; i < params.size(); ++i)
         hooks.push_back(params[i].register_hook([&ready, i](torch::Tensor g) { ready(i, g); }));
-    auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
     auto unhook = [&] {
       for (size_t i = 0; i < hooks.size(); ++i) params[i].remove_hook(hooks[i]);
     };
-    try {
-      loss.backward();
-    } catch (...) {
+    double total = 0;
+    {  // the graph is freed at the end of this scope, inside the profiled span
+      auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
+      try {
+        loss.backward();
+      } catch (...) {
+        unhook();
+        throw;
+      }
       unhook();
-      throw;
+      total = loss.item<double>();
     }
-    unhook();
-    return loss.item<double>();
+    if (profile) *profile += thread_parts_since(ops_before, seconds_since(start));
+    return total;
   }
   count_fast_call(FastKernel::kDataParallel);
   std::vector<double> losses(n, 0.0);
   std::vector<std::vector<torch::Tensor>> grads(n);  // grads[w][i]: worker w's for parameter i
   std::vector<std::exception_ptr> errors(n);
+  std::vector<StepProfile> parts(profile ? n : 0);
+  const auto region = std::chrono::steady_clock::now();
   worker_pool(static_cast<int>(n)).run([&](int w) {
+    const auto begun = std::chrono::steady_clock::now();
+    const StepProfile worker_before = profile ? thread_op_seconds() : StepProfile{};
     try {
       const int64_t begin = B * w / n, end = B * (w + 1) / n;
       auto rows = [&](const torch::Tensor& t) { return t.slice(0, begin, end); };
@@ -136,7 +152,16 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
     } catch (...) {
       errors[w] = std::current_exception();
     }
+    if (profile) parts[w] = thread_parts_since(worker_before, seconds_since(begun));
   });
+  const auto summed = std::chrono::steady_clock::now();
+  if (profile) {  // the workers' mean parts; the rest of the region is waiting for the slowest
+    StepProfile mean;
+    for (const auto& p : parts) mean += p;
+    mean *= 1.0 / static_cast<double>(n);
+    mean[StepPart::kWaits] += std::chrono::duration<double>(summed - region).count() - mean.total();
+    *profile += mean;
+  }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   // .grad += g_0 + g_1 + ... + g_{n-1}, added in this order whatever order the workers finished in.
@@ -163,6 +188,11 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
   }
   double total = 0.0;
   for (double l : losses) total += l;
+  if (profile) {
+    (*profile)[StepPart::kGradSum] += seconds_since(summed);
+    // the batch's count and the slices, before the workers start
+    (*profile)[StepPart::kUnrecorded] += std::chrono::duration<double>(region - start).count();
+  }
   return total;
 }
 

@@ -371,10 +371,11 @@ DataParallelGroup::~DataParallelGroup() {
 #endif
 }
 
-double DataParallelGroup::backward(Transformer& model, const Batch& global, int workers, int stop) {
+double DataParallelGroup::backward(Transformer& model, const Batch& global, int workers, int stop,
+                                   StepProfile* profile) {
   if (!distributed()) {
     agreed_stop_ = stop;
-    return data_parallel_backward(model, global, workers);
+    return data_parallel_backward(model, global, workers, 0, {}, profile);
   }
   check_arg(global.x.size(0) >= env_.world_size,
             fmt::format("batch_size = {}: must be at least the number of processes ({})",
@@ -387,7 +388,8 @@ double DataParallelGroup::backward(Transformer& model, const Batch& global, int 
   const Batch mine{slice(global.x), slice(global.y), slice(global.mask)};
   im.begin();
   const double loss = data_parallel_backward(
-      model, mine, workers, scored, [&im](size_t i, const torch::Tensor& g) { im.ready(i, g); });
+      model, mine, workers, scored, [&im](size_t i, const torch::Tensor& g) { im.ready(i, g); },
+      profile);
 #ifdef RECALL_HAVE_C10D
   try {
     // Parameters without a gradient (unused by this model) are all-reduced as zeros, and left

@@ -345,35 +345,64 @@ class TrainingRun {
                      ? fmt::format("peak {:.1f} GFLOP/s, set by peak_flops", peak_flops_ / 1e9)
                      : peak.describe() + (world > 1 ? fmt::format(", times {} processes", world)
                                                     : std::string()));
+    if (progress_) {
+      const std::string note = bf16_slower_note(options_.device);
+      if (!note.empty()) fmt::print(stderr, "# {}\n", note);
+    }
     return peak;
   }
 
   // One optimizer step on a fresh batch; its loss and time go to `result`.
+  // Recorded steps (options.profile) charge each phase's seconds to its part; the phases' marks
+  // split the step's wall time, so the parts add up to it.
   StepStats take_step(int workers, TrainResult& result) {
-    const auto step_start = std::chrono::steady_clock::now();
+    const size_t index = result.step_seconds.size();
+    const bool record =
+        options_.profile && index >= kWarmupSteps && (index - kWarmupSteps) % 2 == 1;
+    std::optional<OpRecorder> recorder;
+    if (record) recorder.emplace();
+    StepProfile parts;
+    auto mark = std::chrono::steady_clock::now();
+    auto phase = [&](StepPart part) {  // the seconds since the last mark go to `part`
+      const auto now = std::chrono::steady_clock::now();
+      parts[part] += std::chrono::duration<double>(now - mark).count();
+      mark = now;
+    };
+    const auto step_start = mark;
     const int64_t step = state_.step;
     StepStats s;
     s.lr = lr_at(tc_, step);
     for (auto& g : state_.optimizer.param_groups()) g.options().set_lr(s.lr);
     const Batch b = to_device(task_->sample(tc_.batch_size, config_.model.seq_len, state_.rng),
                               options_.device);
+    phase(StepPart::kData);
     state_.optimizer.zero_grad();
-    s.loss = group_.backward(state_.model, b, workers, options_.stop ? options_.stop(step + 1) : 0);
+    phase(StepPart::kGradSum);
+    StepProfile backward;
+    s.loss = group_.backward(state_.model, b, workers, options_.stop ? options_.stop(step + 1) : 0,
+                             record ? &backward : nullptr);
+    phase(StepPart::kAllReduce);  // what the backward's own parts leave is the all-reduce
+    parts[StepPart::kAllReduce] -= backward.total();
+    parts += backward;
     const std::string keep =
         resume_ || step > first_ ? "the last checkpoint is kept" : "no checkpoint was written";
     if (!std::isfinite(s.loss))
       throw NonFiniteError(
           fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, s.loss, keep));
     s.grad_norm = grad_norm(state_.model->parameters(), tc_.grad_clip);
+    phase(StepPart::kClip);
     if (!std::isfinite(s.grad_norm))
       throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",
                                        step + 1, s.grad_norm, keep));
     state_.optimizer.step();
+    phase(StepPart::kOptimizer);
     synchronize(options_.device);  // the step's kernels are done before its time is read
+    phase(StepPart::kWaits);
     ++state_.step;
     result.losses.push_back(s.loss);
-    result.step_seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+    result.step_seconds.push_back(std::chrono::duration<double>(mark - step_start).count());
+    result.profiled.push_back(record);
+    if (record) result.profile += parts;
     return s;
   }
 

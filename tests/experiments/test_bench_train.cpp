@@ -66,6 +66,26 @@ TEST(BenchTrain, TinyRunReportsTheTrainersTimings) {
   EXPECT_THROW(bench_train(cfg, 2), std::invalid_argument);  // both steps would be warm-up
 }
 
+// Every other timed step recorded: the parts of those steps add up to their wall time, each phase
+// of the step has its share, and the unrecorded steps alone give the throughput.
+TEST(BenchTrain, ProfileAddsUpToTheRecordedSteps) {
+  const TrainConfig cfg = test::tiny_mqar({"steps=8", "n_layers=1"});
+  const BenchTrainResult r = bench_train(cfg, 0, torch::kCPU, /*profile=*/true);
+  EXPECT_EQ(r.profiled_steps, 3);  // steps 4, 6 and 8; 3, 5 and 7 timed; 1 and 2 warm-up
+  EXPECT_EQ(r.timed_steps, 3);
+  EXPECT_NEAR(r.profile.total() * 1e3, r.profiled_step_ms, 1e-9 * r.profiled_step_ms);
+  for (StepPart p : {StepPart::kGemm, StepPart::kAttention, StepPart::kNorms, StepPart::kLoss,
+                     StepPart::kData, StepPart::kClip, StepPart::kOptimizer})
+    EXPECT_GT(r.profile[p], 0.0) << to_string(p);
+  for (double s : r.profile.seconds) EXPECT_GE(s, -1e-6);
+  EXPECT_NEAR(r.tokens_per_s * r.step_ms / 1e3, 8 * 32, 1e-6);
+  auto j = nlohmann::json::parse(to_json(r));
+  ASSERT_TRUE(j.contains("profile_ms"));
+  EXPECT_EQ(j["profile_ms"].size(), kStepParts + 1);  // every part and their sum
+  EXPECT_EQ(j["profiled_steps"], 3);
+  EXPECT_FALSE(nlohmann::json::parse(to_json(bench_train(cfg))).contains("profile_ms"));
+}
+
 // bench-gpt, whose MFU against a single torch::mm timing read up to 1.17: against the peak it
 // cannot exceed 1. Ratios in the tests of the peak itself (Machine.*).
 TEST(BenchTrain, BenchGptMfuIsAtMostOne) {

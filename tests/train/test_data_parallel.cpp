@@ -2,6 +2,8 @@
 // gives them, and the same bytes every time for a given worker count.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "fast_gemm_test_util.h"
 #include "model_test_util.h"
 #include "recall/ops/kernels.h"
@@ -55,6 +57,30 @@ TEST(DataParallel, LossAndGradientsEqualOneBackwardOverTheBatch) {
   EXPECT_EQ(at::get_num_threads(), threads);
   // 2 and 3 workers split the batch; 1 is the one backward itself
   test::expect_fast_calls(FastKernel::kDataParallel, calls, 2);
+}
+
+// The profile of one call: its parts add up to the call's wall time with any worker count, and
+// the products, attention and norms each take a share (fast kernels or torch's own ops).
+TEST(DataParallel, ProfilePartsAddUpToTheCall) {
+  auto [model, b] = small_model_and_batch();
+  for (int workers : {1, 2}) {
+    StepProfile parts;
+    const OpRecorder recorder;
+    const auto t0 = std::chrono::steady_clock::now();
+    data_parallel_backward(model, b, workers, 0, {}, &parts);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    take_grads(model);
+    EXPECT_NEAR(parts.total(), wall, 0.02 * wall) << workers;
+    for (StepPart p : {StepPart::kGemm, StepPart::kAttention, StepPart::kNorms, StepPart::kLoss})
+      EXPECT_GT(parts[p], 0.0) << workers << " " << to_string(p);
+    for (StepPart p : {StepPart::kData, StepPart::kClip, StepPart::kOptimizer})
+      EXPECT_EQ(parts[p], 0.0) << workers << " " << to_string(p);
+    for (double s : parts.seconds) EXPECT_GE(s, -1e-6) << workers;
+    if (workers == 1) {
+      EXPECT_EQ(parts[StepPart::kGradSum], 0.0);
+    }
+  }
 }
 
 TEST(DataParallel, SameWorkersSameBytesAndGradsAccumulate) {

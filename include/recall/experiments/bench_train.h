@@ -6,10 +6,17 @@
 // peak the trainer divides by (recall/core/machine.h: the larger of the measured and the
 // theoretical fp32 rate; under precision = bf16, the bf16 GEMM's measured rate); useful_mfu counts
 // the useful FLOPs (useful_flops_per_token) instead.
+//
+// With `profile`, every other timed step is recorded (TrainOptions::profile): the unrecorded steps
+// give the throughput, the recorded ones the step's parts (recall/core/step_profile.h) in ms per
+// step, and the pair what recording cost.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "recall/core/step_profile.h"
 #include "recall/train/train_config.h"
 
 namespace recall {
@@ -23,6 +30,13 @@ struct BenchTrainResult {
   Precision precision = Precision::kFp32;
   std::string device = "cpu";
   int nproc = 1;  // processes that trained (WORLD_SIZE): tokens_per_s counts all of their tokens
+  // With profile: the recorded steps' mean parts (seconds per step) and their mean wall time.
+  StepProfile profile;
+  double profiled_step_ms = 0;
+  int64_t profiled_steps = 0, timed_steps = 0;  // recorded steps; unrecorded steps timed
+  // The 12 recorded ops of most exclusive seconds per recorded step, summed over the threads.
+  std::vector<std::pair<std::string, double>> top_ops;
+  std::string precision_note;  // bf16_slower_note (recall/ops/peak_flops.h): "" where bf16 pays
 };
 
 // Trains `config` for its `steps` (steps > 0 overrides them; the warm-up steps are part of them)
@@ -30,17 +44,20 @@ struct BenchTrainResult {
 // against that device's fp32 GEMM rate). Throws std::invalid_argument when there would be no timed
 // step.
 BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
-                             const torch::Device& device = torch::kCPU);
+                             const torch::Device& device = torch::kCPU, bool profile = false);
 
 // One JSON line:
 // {"impl":"recall-cpp","device":"cpu","gemm":..,"precision":..,"params":..,"tokens_per_s":..,
 // "step_ms":..,"peak_gflops":..,"peak":..,"flops_per_token_6n_12ldt":..,"mfu":..,
-// "useful_flops_per_token":..,"useful_mfu":..} and "nproc" when more than one process trained.
+// "useful_flops_per_token":..,"useful_mfu":..}, "nproc" when more than one process trained, and
+// with a profile "profile_ms" (each part's ms per step, in StepPart order, and their "sum"),
+// "profiled_step_ms" (the recorded steps' mean wall time, which the sum matches),
+// "profiled_steps" and "top_ops_thread_ms" (top_ops).
 std::string to_json(const BenchTrainResult& result);
 
 // Reads the config (a file or a recipe name) with `sets` ("key=value") over it, runs the benchmark
-// and prints the JSON line (rank 0 only, when several processes train). Returns the process exit
-// code.
+// with its profile and prints the JSON line (rank 0 only, when several processes train). Returns
+// the process exit code.
 int run_bench_train(const std::string& config_path, int64_t steps,
                     const torch::Device& device = torch::kCPU,
                     const std::vector<std::string>& sets = {});

@@ -5,9 +5,12 @@
 // present use a blocked kernel: blocks of 64 queries compute logits only against the keys their
 // last row can see, so the masked upper triangle is mostly never computed; each (batch x head)
 // item runs on one thread with its logits in cache. Under precision bf16 (recall/ops/precision.h)
-// q, k, v and the output gradient are rounded to bfloat16 once per call and every product runs on
-// the bf16 GEMM, the weights (and their gradients) rounded per block for theirs; the softmax, its
-// backward and every accumulation stay float32, as under autocast. Anything else runs the
+// q, k, v and the output gradient are rounded to bfloat16 once per call, the weights (and their
+// gradients) per block for their products; the softmax, its backward and every accumulation stay
+// float32, as under autocast. The block products are small (64 rows by d_head), where the bf16
+// GEMM's per-call set-up cost more than the products: their bf16 operands are widened to float32
+// (exactly) and multiplied by the sgemm, which gives what the bf16 GEMM gives up to the order of
+// the float32 sums. Anything else runs the
 // plain-torch reference beside it, causal_attention_reference, which the kernel's tests compare
 // against, and which the attention store (recall/stores/attention.h) runs for its general logit
 // scales, its activation cache and incremental decoding.

@@ -27,11 +27,11 @@ std::string gemm_backend(const c10::Device& device = c10::Device(c10::kCPU));
 // The bf16 GEMM beside the fast sgemm ("oneDNN dnnl_gemm_bf16bf16f32", "MKL
 // cblas_gemm_bf16bf16f32", or "" for none). Under
 // matmul_precision() bf16 (recall/ops/precision.h), fast_matmul, fast_linear and
-// fast_linear_gelu, forward and backward, and the fused attention's products
-// (recall/ops/causal_attention.h) round both operands to bfloat16 and run it (float32
-// accumulation and result). Each operand is rounded once: the forward keeps the rounded copies
-// for the backward (half the bytes of the float32 ones), and the backward rounds the incoming
-// gradient once for both of its products.
+// fast_linear_gelu, forward and backward, round both operands to bfloat16 and run it (float32
+// accumulation and result); the fused attention rounds its operands alike and runs its small
+// products on the sgemm (recall/ops/causal_attention.h). Each operand is rounded once: the forward
+// keeps the rounded copies for the backward (half the bytes of the float32 ones), and the backward
+// rounds the incoming gradient once for both of its products.
 std::string bf16_gemm_name();
 
 // The fast sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status,

@@ -50,7 +50,8 @@ enum class FastKernel {
   kLayerNorm,
   kAdamW,
   kProbeTile,
-  kDataParallel
+  kDataParallel,
+  kBf16Widened  // an sgemm of bf16-rounded operands widened to float32 (the attention's blocks)
 };
 std::string to_string(FastKernel k);
 std::vector<FastKernel> all_fast_kernels();

@@ -26,4 +26,12 @@ struct PeakFlops {
 // device and thread count.
 PeakFlops peak_flops(const c10::Device& device = c10::Device(c10::kCPU));
 
+// Under precision bf16 on a CPU whose bf16 GEMM is slower than its fp32 sgemm at the trainer's
+// shapes (AVX512-BF16 without AMX: its dot product issues at the rate of fp32's FMAs), one line
+// naming both measured rates and that fp32 trains faster here; "" otherwise. Measures the fp32
+// rate once (cached as the peak is).
+std::string bf16_slower_note(const c10::Device& device = c10::Device(c10::kCPU));
+// The line for these two measured rates (FLOP/s), "" when bf16's is the higher.
+std::string bf16_slower_note(double bf16_flops, double fp32_flops);
+
 }  // namespace recall

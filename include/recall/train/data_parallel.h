@@ -12,6 +12,7 @@
 #pragma once
 #include <functional>
 
+#include "recall/core/step_profile.h"
 #include "recall/core/torch.h"
 #include "recall/models/transformer.h"
 #include "recall/train/task.h"
@@ -30,7 +31,14 @@ using GradReady = std::function<void(size_t param_index, const torch::Tensor& gr
 // parameters' .grad (an undefined .grad takes the gradient itself). workers <= 1, B == 1, a
 // batch on a non-CPU device or RECALL_KERNELS=reference: one backward over the whole batch on the
 // calling thread, with torch's own threading. Returns the loss.
+//
+// `profile`, when given, gains the seconds of the forward and backward by part, from the ops
+// recorded while an OpRecorder is alive (recall/core/step_profile.h): each worker's parts, the
+// mean over the workers (they run side by side, so the mean is their share of the wall time),
+// the time they wait for the slowest (kWaits), and the sum of their gradients (kGradSum). The
+// parts add up to this call's wall time.
 double data_parallel_backward(Transformer& model, const Batch& batch, int workers,
-                              int64_t scored_total = 0, const GradReady& ready = {});
+                              int64_t scored_total = 0, const GradReady& ready = {},
+                              StepProfile* profile = nullptr);
 
 }  // namespace recall

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "recall/core/step_profile.h"
 #include "recall/core/torch.h"
 #include "recall/models/transformer.h"
 #include "recall/train/task.h"
@@ -93,8 +94,10 @@ class DataParallelGroup {
   // data_parallel_backward), then the gradients summed over the ranks into every parameter's .grad.
   // `stop` is this rank's stop request (0: none); all ranks learn every rank's request in the same
   // collective, and agreed_stop() is the first non-zero one, so all ranks stop after the same step.
-  // Returns the global batch's loss. Throws DistributedError when a collective fails.
-  double backward(Transformer& model, const Batch& global, int workers, int stop);
+  // Returns the global batch's loss. Throws DistributedError when a collective fails. `profile`,
+  // when given, gains this rank's forward and backward parts (as data_parallel_backward's).
+  double backward(Transformer& model, const Batch& global, int workers, int stop,
+                  StepProfile* profile = nullptr);
   int agreed_stop() const { return agreed_stop_; }
 
  private:

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "recall/core/step_profile.h"
 #include "recall/models/transformer.h"
 #include "recall/train/distributed.h"
 #include "recall/train/task.h"
@@ -50,12 +51,17 @@ struct TrainOptions {
   // With WORLD_SIZE > 1 in the environment (recall/train/distributed.h): how long a rank waits
   // for the others before it fails.
   double dist_timeout_s = kDefaultDistTimeoutSeconds;
+  // Record every other step past the warm-up (the 2nd, 4th, ... timed step) into
+  // TrainResult::profile (recall/core/step_profile.h); the steps between run unrecorded.
+  bool profile = false;
 };
 
 struct TrainResult {
   int64_t step = 0;                    // steps taken in total
   std::vector<double> losses;          // training loss of each step taken in this call
   std::vector<double> step_seconds;    // wall time of each of those steps (batch to update)
+  std::vector<bool> profiled;          // whether each of those steps was recorded (profile)
+  StepProfile profile;                 // the recorded steps' parts, summed over them
   double peak_flops = 0;               // the FLOP rate MFU was measured against
   std::string peak_kind;               // "measured", "theoretical" or "config" (peak_flops set)
   std::map<std::string, double> eval;  // last evaluation (only when the run finished)
