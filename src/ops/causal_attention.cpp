@@ -289,6 +289,7 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                     (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (grad) return CausalAttentionFunction::apply(q, k, v, n_mem, alpha);
   // inference: the same blocks without keeping their weights
+  RECORD_USER_SCOPE("recall::attention");
   const bool bf16 = matmul_precision() == Precision::kBf16;
   auto qc = product_operand(q, bf16), kc = product_operand(k, bf16), vc = product_operand(v, bf16);
   auto y = torch::empty(q.sizes(), q.options());  // (B, T, H, d)
