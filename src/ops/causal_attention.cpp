@@ -6,7 +6,6 @@
 
 #include <limits>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "recall/core/error.h"
@@ -38,7 +37,8 @@ struct Layout {
   int64_t width(int64_t t0) const { return N + t0 + rows(t0); }
 };
 
-// One (batch, head) item of a (B, rows, H, d) tensor: its first row and the stride between rows.
+// One (batch, head) item of a (B, rows, H, d) float32 tensor: its first row and the stride
+// between rows.
 template <typename Ptr>
 struct Item {
   Ptr p;
@@ -46,118 +46,71 @@ struct Item {
   Ptr row(int64_t t) const { return p + t * ld; }
 };
 
-// The elements of x: float for float32, the bit patterns (uint16_t) for bfloat16.
-template <typename E>
-E* elements(const torch::Tensor& x) {
-  if constexpr (std::is_same_v<E, float>) {
-    return x.data_ptr<float>();
-  } else {
-    return reinterpret_cast<E*>(x.data_ptr<at::BFloat16>());
-  }
+Item<const float*> item_of(const torch::Tensor& x, int64_t b, int64_t h) {
+  return {x.data_ptr<float>() + b * x.stride(0) + h * x.stride(2), x.stride(1)};
+}
+Item<float*> item_of(torch::Tensor& x, int64_t b, int64_t h) {
+  return {x.data_ptr<float>() + b * x.stride(0) + h * x.stride(2), x.stride(1)};
 }
 
-template <typename E>
-Item<E*> item_of(const torch::Tensor& x, int64_t b, int64_t h) {
-  return {elements<E>(x) + b * x.stride(0) + h * x.stride(2), x.stride(1)};
-}
-
-// q, k, v, or the output gradient as the products take them: float32 with unit stride along d,
-// or, under precision bf16, rounded to bfloat16 once (recall/ops/gemm.h round_to_bf16).
+// q, k, v, or the output gradient as the products take them: float32 with unit stride along d;
+// under precision bf16, their values rounded to bfloat16 once (round_to_bf16 as float32, exact).
 torch::Tensor product_operand(const torch::Tensor& x, bool bf16) {
-  if (bf16) return round_to_bf16(x);
+  if (bf16) return round_to_bf16(x, torch::kFloat32);
   return x.stride(3) == 1 ? x : x.contiguous();
 }
 
-// The kernel's products, float32 operands (the fast sgemm) or bfloat16 ones (the bf16 GEMM),
-// accumulating in float32 either way.
-void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+// The kernel's products, on the sgemm with float32 sums under either precision. Under bf16 the
+// operands hold bfloat16 values: a block's products are small (64 rows, d_head columns), where
+// oneDNN's bf16 GEMM (its AMX path sets up tiles and packs per call) took 59 ms of a bench-gpt
+// step and the sgemm 28. A product of two bf16 values is exact in float32, so the sgemm computes
+// what a bf16 GEMM with float32 accumulation does, in its own order.
+void gemm(bool bf16, char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (bf16) count_fast_call(FastKernel::kBf16Widened);
   const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
 }
-// bfloat16 bit patterns of a stored (rows, cols) matrix, leading dimension ld, widened to float32
-// (exactly: a bfloat16 is the top half of a float32) into dst, dense.
-void widen(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
-  dst.resize(static_cast<size_t>(rows * cols));
-  auto* out = reinterpret_cast<uint32_t*>(dst.data());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = static_cast<uint32_t>(src[r * ld + c]) << 16;
-}
 
-// The bf16 operands' product. A block's products are small (64 rows, d_head columns): there
-// oneDNN's bf16 GEMM (its AMX path sets up tiles and packs per call) took 59 ms of a bench-gpt
-// step where the sgemm's products took 28. So the operands, rounded to bf16 already and exact in
-// float32, are widened and multiplied by the sgemm: each product of two bf16 values is exact in
-// float32 and the sum accumulates in float32, as the bf16 GEMM's does (in its own order).
-void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-          int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  count_fast_call(FastKernel::kBf16Widened);
-  thread_local std::vector<float> a, b;
-  const int64_t a_cols = ta == 'N' ? K : M, b_cols = tb == 'N' ? N : K;
-  widen(A, ta == 'N' ? M : K, a_cols, lda, a);
-  widen(B, tb == 'N' ? K : N, b_cols, ldb, b);
-  gemm(ta, tb, M, N, K, alpha, a.data(), a_cols, b.data(), b_cols, beta, C, ldc);
-}
-
-// A block of weights or of their gradients as the next product's operand: the float32 block
-// itself, or under bf16 its rounding, which the row kernel wrote beside it (`rounded`), as
-// autocast rounds softmax's float32 output before its product with v.
-template <typename E>
-const E* block_operand(const float* block, const E* rounded) {
-  if constexpr (std::is_same_v<E, float>) {
-    return block;
-  } else {
-    return rounded;
-  }
-}
-
-// Rounded copies of one block (kBlock rows of up to `width` keys) under bf16 (E bfloat16 bits);
-// nothing in float32.
-template <typename E>
+// Under bf16, the bfloat16 values of one block's weights (kBlock rows of up to `width` keys) and
+// (backward) of their gradients, the next products' operands, as autocast rounds softmax's float32
+// output before its product with v; empty in float32, where the blocks themselves are the operands.
 struct Rounded {
-  std::vector<E> p, g;  // the weights, and (backward) their gradients
-  explicit Rounded(int64_t width, bool gradients = false) {
-    if constexpr (std::is_same_v<E, float>) return;
+  std::vector<float> p, g;
+  Rounded(int64_t width, bool bf16, bool gradients = false) {
+    if (!bf16) return;
     p.resize(static_cast<size_t>(kBlock * width));
     if (gradients) g.resize(p.size());
   }
-  uint16_t* bits(std::vector<E>& v) {
-    if constexpr (std::is_same_v<E, float>) {
-      return nullptr;
-    } else {
-      return v.data();
-    }
-  }
+  float* weights() { return p.empty() ? nullptr : p.data(); }
+  float* gradients() { return g.empty() ? nullptr : g.data(); }
 };
 
 // The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its
 // last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item)), each block's
 // weights stay there for the backward; without, each thread reuses one block's scratch, so
-// inference at long context needs no (T x T) buffer per item. E is the operands' element (float
-// or bfloat16 bits); the weights are float32 either way, rounded per block for their product
-// with v under bf16.
+// inference at long context needs no (T x T) buffer per item. The weights are float32 either way,
+// rounded per block for their product with v under bf16.
 // Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region: oneDNN's
 // sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the cores were
 // busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose threads are
 // the ones its other ops just used.
-template <typename E>
 void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
-            double alpha, const Layout& lay, float* probs, torch::Tensor& y) {
+            double alpha, bool bf16, const Layout& lay, float* probs, torch::Tensor& y) {
   const int64_t H = q.size(2), d = q.size(3), width = lay.width(lay.T - 1);
-  // scratch: one block's weights (inference), and their rounding under bf16
-  auto item = [&](int64_t i, std::vector<float>& scratch, Rounded<E>& rounded) {
-    const auto qi = item_of<E>(q, i / H, i % H), ki = item_of<E>(k, i / H, i % H),
-               vi = item_of<E>(v, i / H, i % H);
-    const auto yi = item_of<float>(y, i / H, i % H);
+  // scratch: one block's weights (inference)
+  auto item = [&](int64_t i, std::vector<float>& scratch, Rounded& rounded) {
+    const auto qi = item_of(q, i / H, i % H), ki = item_of(k, i / H, i % H),
+               vi = item_of(v, i / H, i % H);
+    const auto yi = item_of(y, i / H, i % H);
     for (size_t b = 0; b < lay.offset.size(); ++b) {
       const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
       float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch.data();  // (r, w)
-      gemm('N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f, P,
-           w);  // alpha q_blk k^T
+      gemm(bf16, 'N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f,
+           P, w);  // alpha q_blk k^T
       // In place; row t0 + j sees the memories and context keys up to its own position.
-      row_math::causal_softmax_rows(P, r, w, n_mem + t0, rounded.bits(rounded.p));
-      gemm('N', 'N', r, d, w, 1.0f, block_operand<E>(P, rounded.p.data()), w, vi.p, vi.ld, 0.0f,
+      row_math::causal_softmax_rows(P, r, w, n_mem + t0, rounded.weights());
+      gemm(bf16, 'N', 'N', r, d, w, 1.0f, bf16 ? rounded.weights() : P, w, vi.p, vi.ld, 0.0f,
            yi.row(t0), yi.ld);  // P v
     }
   };
@@ -165,7 +118,7 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
   if (probs) {
     at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> unused;
-      Rounded<E> rounded(width);
+      Rounded rounded(width, bf16);
       for (int64_t i = begin; i < end; ++i) item(i, unused, rounded);
     });
     return;
@@ -173,14 +126,14 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
   // one block's weights per worker
   struct Worker {
     std::vector<float> scratch;
-    std::unique_ptr<Rounded<E>> rounded;
+    std::unique_ptr<Rounded> rounded;
   };
   std::vector<Worker> workers(static_cast<size_t>(at::get_num_threads()));
   parallel_claim(n, [&](int64_t i, int worker) {
     auto& mine = workers[static_cast<size_t>(worker)];
     if (mine.scratch.empty()) {
       mine.scratch.resize(static_cast<size_t>(kBlock * width));
-      mine.rounded = std::make_unique<Rounded<E>>(width);
+      mine.rounded = std::make_unique<Rounded>(width, bf16);
     }
     item(i, mine.scratch, *mine.rounded);
   });
@@ -190,36 +143,36 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
 // gradient gy,
 //   dP = gy v^T,  gv += P^T gy,  dS = P * (dP - rowsum(P * dP)),  gq = alpha dS k,
 //   gk += alpha dS^T q.
-// Under bf16 (E bfloat16 bits) P and dS are rounded per block for their products, as autocast
-// rounds each product's float32 operands.
-template <typename E>
+// Under bf16 P and dS are rounded per block for their products, as autocast rounds each
+// product's float32 operands.
 void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& probs, const torch::Tensor& gy, int64_t n_mem,
-                     float alpha, torch::Tensor& gq, torch::Tensor& gk, torch::Tensor& gv) {
+                     float alpha, bool bf16, torch::Tensor& gq, torch::Tensor& gk,
+                     torch::Tensor& gv) {
   const int64_t T = q.size(1), H = q.size(2), d = q.size(3), S = k.size(1);
   const Layout lay(T, n_mem);
   at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> dP(static_cast<size_t>(kBlock * S));
-    Rounded<E> rounded(S, /*gradients=*/true);
+    Rounded rounded(S, bf16, /*gradients=*/true);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b_ = i / H, h = i % H;
-      const auto qi = item_of<E>(q, b_, h), ki = item_of<E>(k, b_, h), vi = item_of<E>(v, b_, h),
-                 gi = item_of<E>(gy, b_, h);
-      const auto gqi = item_of<float>(gq, b_, h), gki = item_of<float>(gk, b_, h),
-                 gvi = item_of<float>(gv, b_, h);
+      const auto qi = item_of(q, b_, h), ki = item_of(k, b_, h), vi = item_of(v, b_, h),
+                 gi = item_of(gy, b_, h);
+      const auto gqi = item_of(gq, b_, h), gki = item_of(gk, b_, h), gvi = item_of(gv, b_, h);
       for (size_t b = 0; b < lay.offset.size(); ++b) {
         const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
-        const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];    // (r, w)
-        float* G = dP.data();                                                       // (r, w)
-        gemm('N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G, w);  // gy v^T
+        const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];  // (r, w)
+        float* G = dP.data();                                                     // (r, w)
+        gemm(bf16, 'N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G,
+             w);  // gy v^T
         // dS = P * (dP - sum_j P dP), in place; under bf16 P and dS rounded in the same pass
-        row_math::softmax_backward_rows(P, G, r, w, rounded.bits(rounded.p),
-                                        rounded.bits(rounded.g));
-        gemm('T', 'N', w, d, r, 1.0f, block_operand<E>(P, rounded.p.data()), w, gi.row(t0), gi.ld,
+        row_math::softmax_backward_rows(P, G, r, w, rounded.weights(), rounded.gradients());
+        gemm(bf16, 'T', 'N', w, d, r, 1.0f, bf16 ? rounded.weights() : P, w, gi.row(t0), gi.ld,
              1.0f, gvi.p, gvi.ld);  // gv += P^T gy
-        const auto* dS = block_operand<E>(G, rounded.g.data());
-        gemm('N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0), gqi.ld);  // dS k
-        gemm('T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, 1.0f, gki.p,
+        const float* dS = bf16 ? rounded.gradients() : G;
+        gemm(bf16, 'N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0),
+             gqi.ld);  // dS k
+        gemm(bf16, 'T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, 1.0f, gki.p,
              gki.ld);  // += dS^T q
       }
     }
@@ -232,19 +185,17 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
                                double alpha) {
     RECORD_USER_SCOPE("recall::attention");  // a part of the step's profile
     const bool bf16 = matmul_precision() == Precision::kBf16;
-    // under bf16 the rounded copies are what the backward's products take, kept at half the bytes
+    // under bf16 the rounded copies are what the backward's products take
     auto q = product_operand(q_in, bf16), k = product_operand(k_in, bf16),
          v = product_operand(v_in, bf16);
     const Layout lay(q.size(1), n_mem);
     auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q_in.options());  // packed
     auto y = torch::empty(q.sizes(), q_in.options());                              // (B, T, H, d)
-    if (bf16)
-      attend<uint16_t>(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
-    else
-      attend<float>(q, k, v, n_mem, alpha, lay, probs.data_ptr<float>(), y);
+    attend(q, k, v, n_mem, alpha, bf16, lay, probs.data_ptr<float>(), y);
     ctx->save_for_backward({q, k, v, probs});
     ctx->saved_data["n_mem"] = n_mem;
     ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["bf16"] = bf16;
     return y;
   }
 
@@ -255,15 +206,12 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
     const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
     const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
-    const bool bf16 = q.scalar_type() == torch::kBFloat16;  // as the forward ran
+    const bool bf16 = ctx->saved_data["bf16"].toBool();  // as the forward ran
     const auto gy = product_operand(grads[0], bf16);
     const auto f32 = probs.options();
     auto gq = torch::empty(q.sizes(), f32);
     auto gk = torch::zeros(k.sizes(), f32), gv = torch::zeros(k.sizes(), f32);
-    if (bf16)
-      attend_backward<uint16_t>(q, k, v, probs, gy, n_mem, alpha, gq, gk, gv);
-    else
-      attend_backward<float>(q, k, v, probs, gy, n_mem, alpha, gq, gk, gv);
+    attend_backward(q, k, v, probs, gy, n_mem, alpha, bf16, gq, gk, gv);
     return {gq, gk, gv, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -294,10 +242,7 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   auto qc = product_operand(q, bf16), kc = product_operand(k, bf16), vc = product_operand(v, bf16);
   auto y = torch::empty(q.sizes(), q.options());  // (B, T, H, d)
   const Layout lay(q.size(1), n_mem);
-  if (bf16)
-    attend<uint16_t>(qc, kc, vc, n_mem, alpha, lay, nullptr, y);
-  else
-    attend<float>(qc, kc, vc, n_mem, alpha, lay, nullptr, y);
+  attend(qc, kc, vc, n_mem, alpha, bf16, lay, nullptr, y);
   return y;
 }
 

@@ -355,19 +355,20 @@ int fast_bf16_gemm(char transa, char transb, int64_t M, int64_t N, int64_t K, fl
   return bf16_fn()(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-torch::Tensor round_to_bf16(const torch::Tensor& x) {
-  if (x.scalar_type() == torch::kBFloat16) return x;
+torch::Tensor round_to_bf16(const torch::Tensor& x, torch::ScalarType as) {
+  TORCH_CHECK(as == torch::kBFloat16 || as == torch::kFloat32,
+              "round_to_bf16: gives bfloat16 or float32, not ", as);
+  if (x.scalar_type() == torch::kBFloat16 && as == torch::kBFloat16) return x;
   RECORD_USER_SCOPE("recall::round_bf16");
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.device().is_cpu(),
               "round_to_bf16: expected a float32 CPU tensor, got ", x.scalar_type(), " on ",
               x.device());
   if (x.dim() >= 2 && x.stride(-2) == 1 && x.stride(-1) != 1)  // a transposed matrix stays one
-    return round_to_bf16(x.transpose(-1, -2)).transpose(-1, -2);
-  auto y = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));
+    return round_to_bf16(x.transpose(-1, -2), as).transpose(-1, -2);
+  auto y = torch::empty(x.sizes(), x.options().dtype(as));
   if (x.numel() == 0) return y;
   const auto xs = x.stride(-1) == 1 ? x : x.contiguous();
   const int64_t w = x.size(-1), rows = x.numel() / w;
-  auto* out = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
   // Row i's first float: its index over the leading dimensions, read through x's strides (a view
   // of rows 3 d_model apart, as the attention's q, k and v are, is rounded without a copy).
   const auto sizes = xs.sizes(), strides = xs.strides();
@@ -380,10 +381,16 @@ torch::Tensor round_to_bf16(const torch::Tensor& x) {
     }
     return base + offset;
   };
-  const int64_t grain = std::max<int64_t>(1, 32768 / w);
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) row_math::round_to_bf16(row(i), out + i * w, w);
-  });
+  auto rows_into = [&](auto* out) {
+    const int64_t grain = std::max<int64_t>(1, 32768 / w);
+    at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) row_math::round_to_bf16(row(i), out + i * w, w);
+    });
+  };
+  if (as == torch::kFloat32)
+    rows_into(y.data_ptr<float>());
+  else
+    rows_into(reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()));
   return y;
 }
 

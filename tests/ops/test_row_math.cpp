@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "recall/ops/gemm.h"
 #include "recall/ops/row_math.h"
 
 namespace recall {
@@ -88,6 +89,17 @@ TEST(ModelRowMath, RoundToBf16IsTorchsRoundingBitForBit) {
   EXPECT_TRUE(got.narrow(0, 0, n).equal(want))
       << "differs at " << got.narrow(0, 0, n).ne(want).nonzero().numel() << " places";
   EXPECT_TRUE(std::isnan(got.narrow(0, n, 1).view(torch::kBFloat16).item<float>()));
+
+  // the same rounding as float32 values (the attention's operands under bf16): torch's rounding
+  // widened back, bit for bit, and the tensor form agrees through a strided view
+  auto values = torch::empty({x.numel()}, torch::kFloat32);
+  row_math::round_to_bf16(x.data_ptr<float>(), values.data_ptr<float>(), x.numel());
+  const auto want_values = x.narrow(0, 0, n).to(torch::kBFloat16).to(torch::kFloat32);
+  EXPECT_TRUE(values.narrow(0, 0, n).view(torch::kInt32).equal(want_values.view(torch::kInt32)));
+  EXPECT_TRUE(std::isnan(values[n].item<float>()));
+  const auto strided = x.narrow(0, 0, 1002).view({334, 3}).narrow(1, 1, 2);  // rows 3 apart
+  EXPECT_TRUE(round_to_bf16(strided, torch::kFloat32)
+                  .equal(strided.to(torch::kBFloat16).to(torch::kFloat32)));
 }
 
 }  // namespace

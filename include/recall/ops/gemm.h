@@ -51,8 +51,10 @@ int fast_bf16_gemm(char transa, char transb, int64_t M, int64_t N, int64_t K, fl
 // x (float32, on the CPU) rounded to bfloat16 as torch's x.to(kBFloat16) rounds (to nearest,
 // ties to even; row_math::round_to_bf16), in parallel over rows: a new tensor of x's sizes,
 // contiguous, or a transposed contiguous matrix when x is a transposed one (stride(-2) == 1), so
-// a product reads it as x is read. A bfloat16 x is returned as it is.
-torch::Tensor round_to_bf16(const torch::Tensor& x);
+// a product reads it as x is read. A bfloat16 x is returned as it is. With `as` float32, the
+// rounded values as float32 (row_math::bf16_value, exact), for an sgemm that multiplies bf16
+// numbers: the attention's small products, where the bf16 GEMM is slower (causal_attention.h).
+torch::Tensor round_to_bf16(const torch::Tensor& x, torch::ScalarType as = torch::kBFloat16);
 
 // a (M, K) @ b (K, N) -> (M, N), or batched a (n, M, K) @ b (n, K, N) -> (n, M, N); times alpha.
 // Differentiable in a and b (first order).

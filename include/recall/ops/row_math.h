@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 // GCC only: clang refuses 64-byte vector arguments in an avx2 clone (an ABI change it treats as
 // an error), and clang builds here are the sanitized ones, where speed does not matter.
@@ -278,19 +279,52 @@ RECALL_INLINE uint16_t bf16_bits(float x) {
   return bf16_bits(v)[0];
 }
 
-// y[j] = bf16(x[j]) for j < n.
-RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, uint16_t* y, int64_t n) {
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const HVec h = bf16_bits(load(x + j));
-    std::memcpy(y + j, &h, sizeof h);
-  }
-  for (; j < n; ++j) y[j] = bf16_bits(x[j]);
+// The same rounding as a float32 value: bf16_bits(x) as the upper half, zeros below. Exact, so
+// an sgemm of such values multiplies the bfloat16 numbers themselves (each product exact in
+// float32, sums in float32), as a bf16 GEMM with float32 accumulation does.
+RECALL_INLINE Vec bf16_value(Vec x) {
+  const UVec u = __builtin_convertvector(bf16_bits(x), UVec) << 16;
+  Vec v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+RECALL_INLINE float bf16_value(float x) {
+  const uint32_t u = static_cast<uint32_t>(bf16_bits(x)) << 16;
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
 }
 
-// p[j] * s for j < n, stored back, and with `rounded` also its bfloat16 bits there (the
+// y[j] = bf16(x[j]) for j < n: the bit patterns (uint16_t y), or the values (float y, bf16_value).
+template <typename Out>
+RECALL_INLINE void round_to_bf16_rows(const float* x, Out* y, int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    if constexpr (std::is_same_v<Out, uint16_t>) {
+      const HVec h = bf16_bits(load(x + j));
+      std::memcpy(y + j, &h, sizeof h);
+    } else {
+      store(y + j, bf16_value(load(x + j)));
+    }
+  }
+  for (; j < n; ++j) {
+    if constexpr (std::is_same_v<Out, uint16_t>) {
+      y[j] = bf16_bits(x[j]);
+    } else {
+      y[j] = bf16_value(x[j]);
+    }
+  }
+}
+RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, uint16_t* y, int64_t n) {
+  round_to_bf16_rows(x, y, n);
+}
+RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, float* y, int64_t n) {
+  round_to_bf16_rows(x, y, n);
+}
+
+// p[j] * s for j < n, stored back, and with `rounded` also its bfloat16 value there (the
 // operand of the next bf16 product, rounded in the same pass).
-RECALL_INLINE void scale_in_place(float* p, int64_t n, float s, uint16_t* rounded) {
+RECALL_INLINE void scale_in_place(float* p, int64_t n, float s, float* rounded) {
   int64_t j = 0;
   if (!rounded) {
     for (; j < n; ++j) p[j] *= s;
@@ -299,34 +333,33 @@ RECALL_INLINE void scale_in_place(float* p, int64_t n, float s, uint16_t* rounde
   for (; j + kLanes <= n; j += kLanes) {
     const Vec v = load(p + j) * s;
     store(p + j, v);
-    const HVec h = bf16_bits(v);
-    std::memcpy(rounded + j, &h, sizeof h);
+    store(rounded + j, bf16_value(v));
   }
-  for (; j < n; ++j) rounded[j] = bf16_bits(p[j] *= s);
+  for (; j < n; ++j) rounded[j] = bf16_value(p[j] *= s);
 }
 
 // P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
 // masked. Replaces each row with the softmax over what it sees, and zeros after; with `rounded`
-// (rows x w bfloat16 bits), writes the result's rounding there too.
+// (rows x w), writes the result's bfloat16 values (bf16_value) there too.
 RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
-                                                     int64_t first, uint16_t* rounded = nullptr) {
+                                                     int64_t first, float* rounded = nullptr) {
   for (int64_t i = 0; i < rows; ++i) {
     float* p = P + i * w;
-    uint16_t* r = rounded ? rounded + i * w : nullptr;
+    float* r = rounded ? rounded + i * w : nullptr;
     const int64_t n = std::min(w, first + i + 1);
     const float inv = 1.0f / exp_in_place(p, n, max_of(p, n));
     scale_in_place(p, n, inv, r);
     std::fill(p + n, p + w, 0.0f);
-    if (r) std::fill(r + n, r + w, uint16_t{0});
+    if (r) std::fill(r + n, r + w, 0.0f);
   }
 }
 
 // The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w. With
-// `rounded_p` and `rounded_g` (rows x w bfloat16 bits each), writes the rounding of P and of the
-// result there in the same pass.
+// `rounded_p` and `rounded_g` (rows x w each), writes the bfloat16 values (bf16_value) of P and
+// of the result there in the same pass.
 RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
-                                                       int64_t w, uint16_t* rounded_p = nullptr,
-                                                       uint16_t* rounded_g = nullptr) {
+                                                       int64_t w, float* rounded_p = nullptr,
+                                                       float* rounded_g = nullptr) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* p = P + i * w;
     float* g = G + i * w;
@@ -335,20 +368,19 @@ RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G,
       for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - d);
       continue;
     }
-    uint16_t* rp = rounded_p + i * w;
-    uint16_t* rg = rounded_g + i * w;
+    float* rp = rounded_p + i * w;
+    float* rg = rounded_g + i * w;
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
       const Vec pv = load(p + j), gv = pv * (load(g + j) - d);
       store(g + j, gv);
-      const HVec hp = bf16_bits(pv), hg = bf16_bits(gv);
-      std::memcpy(rp + j, &hp, sizeof hp);
-      std::memcpy(rg + j, &hg, sizeof hg);
+      store(rp + j, bf16_value(pv));
+      store(rg + j, bf16_value(gv));
     }
     for (; j < w; ++j) {
       g[j] = p[j] * (g[j] - d);
-      rp[j] = bf16_bits(p[j]);
-      rg[j] = bf16_bits(g[j]);
+      rp[j] = bf16_value(p[j]);
+      rg[j] = bf16_value(g[j]);
     }
   }
 }
