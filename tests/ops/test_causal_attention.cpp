@@ -59,6 +59,12 @@ TEST(ModelCausalAttention, KernelMatchesReferenceValuesAndGradients) {
     auto err = kernel_errors(3, T, N, 8, 0.35);
     for (int i = 0; i < 4; ++i) EXPECT_LT(err[i], 1e-4) << "T " << T << " N " << N << " part " << i;
   }
+  // Wider heads (32, bench-gpt's; 49, odd) over whole blocks of keys (T 256: widths 64 to 256)
+  // or ragged ones (T 200, N 5).
+  for (auto [T, N, d] : {std::array<int64_t, 3>{256, 0, 32}, {200, 5, 49}}) {
+    auto err = kernel_errors(2, T, N, d, 0.2);
+    for (int i = 0; i < 4; ++i) EXPECT_LT(err[i], 1e-4) << "T " << T << " d " << d << " part " << i;
+  }
   // Sharp attention (logits in the hundreds): the softmax's max shift and exp clamp. There the
   // float rounding of the logits (about 1e-5 at 300) moves the weights by as much, times alpha in
   // the gradients, and the result depends on the GEMM's order of summation: the kernel must be as
