@@ -2,15 +2,20 @@
 """Cost as the work grows: recall's training loop against the PyTorch 2.x peer at wider and longer
 shapes than bench-gpt, in one run, each shape back to back.
 
+The peer (--peer PATH) is bench-gpt's model written as a PyTorch 2.x user would write it
+(`peer_gpt2.py`: SDPA attention, fused AdamW, --compile for torch.compile, --bf16 for bf16
+autocast; --threads and --steps), printing one JSON line with tokens_per_s, and setting its shape
+in one line, `V, D, L, H, T, B, FF = 96, 128, 4, 4, 256, 16, 4`.
+
 For every shape (d_model 128, 256, 512, 768 at seq 256; seq 1,024 and 4,096 at d_model 256; 4
 layers, 4 heads, batch 16 as bench-gpt, 4 at seq 4,096, where recall's kept attention weights would
-need 54 GiB at 16) it runs `recall bench train` on bench-gpt's recipe with the
-shape's keys added, in fp32 and bf16, and ../shared/bench/peer_gpt2.py with the same two constants
-set (eager fp32 and eager bf16 autocast; with --compile, the compiled modes too), each under
-/usr/bin/time for its peak memory. Prints one JSON line per run and a Markdown table at the end:
+need 54 GiB at 16) it runs `recall bench train` on bench-gpt's recipe with the shape's keys added,
+in fp32 and bf16, and the peer with d_model, seq and batch set in that line (eager fp32 and eager bf16
+autocast; with --compile, the compiled modes too), each under /usr/bin/time for its peak memory.
+Prints one JSON line per run and a Markdown table at the end:
 
-    python3 scripts/bench_scaling.py --recall build/recall --threads 2 [--compile] [--only 128x256]
-                                     [--rounds 3]
+    python3 scripts/bench_scaling.py --peer PATH/peer_gpt2.py --recall build/recall --threads 2
+                                     [--compile] [--only 128x256] [--rounds 3]
 
 With --rounds N every run is repeated N times, the modes interleaved, and the table gives medians.
 
@@ -26,11 +31,17 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PEER = ROOT.parent / "shared" / "bench" / "peer_gpt2.py"
 SHAPES = [(128, 256), (256, 256), (512, 256), (768, 256), (256, 1024), (256, 4096)]  # (d, T)
 PEER_SHAPE = "V, D, L, H, T, B, FF = 96, 128, 4, 4, 256, 16, 4"
 
+def fail(message):
+    """One line naming the problem and its fix; exit status 2, as recall's own errors."""
+    print(f"bench_scaling: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("--peer", required=True, help="the PyTorch 2.x peer script (peer_gpt2.py)")
 ap.add_argument("--recall", default=str(ROOT / "build" / "recall"))
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--compile", action="store_true", help="also the peer under torch.compile")
@@ -40,15 +51,16 @@ ap.add_argument("--json", help="append every shape's row (medians) to this file"
 args = ap.parse_args()
 venv = pathlib.Path(os.environ.get("RECALL_TORCH_VENV", pathlib.Path.home() / ".cache/recall/torch2-venv"))
 python = venv / "bin" / "python"
+PEER = pathlib.Path(args.peer)
 for need, what in ((pathlib.Path(args.recall), "the recall binary (--recall)"), (python, "the torch 2.x venv"),
-                   (PEER, "the peer")):
+                   (PEER, "the peer (--peer)")):
     if not need.exists():
-        sys.exit(f"bench_scaling: {what} not found at {need}")
+        fail(f"{what} not found at {need}")
 shapes = SHAPES
 if args.only:
     m = re.fullmatch(r"(\d+)x(\d+)", args.only)
     if not m:
-        sys.exit(f"bench_scaling: --only {args.only}: expected DxT, e.g. 256x1024")
+        fail(f"--only {args.only}: expected DxT, e.g. 256x1024")
     shapes = [(int(m.group(1)), int(m.group(2)))]
 
 
@@ -62,13 +74,13 @@ def steps_for(d, t):
     return max(6, min(30, int(30 * 4096 * 128 * 128 / (tokens * d * d)) + 2))
 
 
-def timed(cmd, env=None):
+def timed(cmd):
     """Runs cmd under /usr/bin/time; returns (its JSON line, peak RSS in MiB)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd, capture_output=True, text=True,
-                           env=env)
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd, capture_output=True, text=True)
         if p.returncode != 0:
-            sys.exit(f"bench_scaling: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+            last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+            fail(f"{' '.join(cmd)} failed ({p.returncode}): {last}")
         rss = int(tf.read().strip().splitlines()[-1]) / 1024
     line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
     return json.loads(line), rss
@@ -88,7 +100,7 @@ def recall_run(d, t, precision, steps):
 def peer_run(d, t, mode, steps):
     src = PEER.read_text()
     if PEER_SHAPE not in src:
-        sys.exit(f"bench_scaling: {PEER} no longer sets its shape as `{PEER_SHAPE}`")
+        fail(f"{PEER} no longer sets its shape as `{PEER_SHAPE}`")
     code = ("import sys; p = sys.argv[1]; src = open(p).read().replace(%r, %r); sys.argv = [p] + sys.argv[2:]; "
             "exec(compile(src, p, 'exec'))" % (PEER_SHAPE, PEER_SHAPE.replace("128, 4, 4, 256, 16", f"{d}, 4, 4, {t}, {batch_for(t)}")))
     flags = {"eager fp32": [], "eager bf16": ["--bf16"], "compiled fp32": ["--compile"],

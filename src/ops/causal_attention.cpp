@@ -67,7 +67,7 @@ torch::Tensor product_operand(const torch::Tensor& x, bool bf16) {
 // what a bf16 GEMM with float32 accumulation does, in its own order.
 void gemm(bool bf16, char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (bf16) count_fast_call(FastKernel::kBf16Widened);
+  if (bf16) count_fast_call(FastKernel::kBf16AsFloat);
   const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
 }

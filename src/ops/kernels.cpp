@@ -22,7 +22,7 @@ std::atomic<int> g_override{-1};
 
 constexpr std::array<const char*, 8> kFastKernelNames = {
     "sgemm", "bf16_gemm",  "attention",     "layer_norm",
-    "adamw", "probe_tile", "data_parallel", "bf16_widened"};
+    "adamw", "probe_tile", "data_parallel", "bf16_as_float"};
 std::array<std::atomic<int64_t>, kFastKernelNames.size()> g_calls{};
 
 }  // namespace

@@ -37,16 +37,16 @@ TEST(Bf16Training, ResumesExactlyWithFloat32WeightsAndFollowsFp32) {
   const TrainConfig bf16 = test::tiny_mqar({"eval_every=4", "precision=bf16"});
   const int64_t calls = fast_calls(FastKernel::kBf16Gemm),
                 fp32_calls = fast_calls(FastKernel::kSgemm),
-                widened = fast_calls(FastKernel::kBf16Widened),
+                as_float = fast_calls(FastKernel::kBf16AsFloat),
                 attention = fast_calls(FastKernel::kAttention);
   const auto straight = run(bf16, dir / "straight");
   EXPECT_GT(fast_calls(FastKernel::kBf16Gemm), calls) << "the bf16 GEMM did not run";
   // every product of the run on bf16 operands: the fused attention's small block products on the
-  // sgemm, their rounded operands widened (exact), and no other sgemm
+  // sgemm, their operands bf16 values held as float32 (exact), and no other sgemm
   EXPECT_GT(fast_calls(FastKernel::kAttention), attention) << "the fused attention did not run";
-  EXPECT_GT(fast_calls(FastKernel::kBf16Widened), widened);
+  EXPECT_GT(fast_calls(FastKernel::kBf16AsFloat), as_float);
   EXPECT_EQ(fast_calls(FastKernel::kSgemm) - fp32_calls,
-            fast_calls(FastKernel::kBf16Widened) - widened)
+            fast_calls(FastKernel::kBf16AsFloat) - as_float)
       << "a float32 product ran under bf16";
   EXPECT_EQ(matmul_precision(), Precision::kFp32) << "the run's precision outlived it";
   const auto first = run(bf16, dir / "split", false, 6);

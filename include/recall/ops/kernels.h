@@ -51,7 +51,7 @@ enum class FastKernel {
   kAdamW,
   kProbeTile,
   kDataParallel,
-  kBf16Widened  // an sgemm of operands holding bf16 values as float32 (the attention's blocks)
+  kBf16AsFloat  // an sgemm of operands holding bf16 values as float32 (the attention's blocks)
 };
 std::string to_string(FastKernel k);
 std::vector<FastKernel> all_fast_kernels();
