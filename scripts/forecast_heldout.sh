@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The forecast judged on models it was not developed on: for each configuration below, train the
-# seeds, write `recall forecast` (ISR per rule and head, the prescribed c, the published criteria's
-# c) to forecast.json BEFORE anything past the training length is read, then measure: inspect's ISR
-# per head at 1x to 64x, and accuracy at 64x under none, the prescribed c and half of it, and the
-# published criteria's c (analysis/critical_scaling.h). Then
+# seeds, write `recall forecast` (ISR and accuracy per rule, the prescribed c on the ISR and on the
+# accuracy, the published criteria's c) to forecast.json BEFORE anything past the training length
+# is read, then measure: inspect's ISR per head at 1x to 64x, and accuracy at 64x under none, each
+# prescribed c and half of it, and the published criteria's c (analysis/critical_scaling.h). Then
 # scripts/forecast_heldout_table.py sets the predictions beside the measurements (hits and misses).
 #   scripts/forecast_heldout.sh OUT_DIR [SEEDS] [CONFIG ...]
 # SEEDS defaults to 3; the configurations default to every one below. Two runs at a time, one
@@ -51,6 +51,13 @@ one() {  # one seed of one configuration, start to end
   [ -f "$dir/accuracy.json" ] ||
     "$recall" --threads 1 extrapolate --checkpoints "$dir/run" --rules "$rules" --lengths 1,64 \
       --pairs grow --json "$dir/accuracy.json" >"$dir/accuracy.txt" 2>&1
+  # the prescription on the forecast accuracy, and its half, measured alike
+  c=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prescription_by_accuracy']['c'])" \
+    "$dir/forecast.json")
+  [ -f "$dir/accuracy_by_accuracy.json" ] || [ "$c" = None ] ||
+    "$recall" --threads 1 extrapolate --checkpoints "$dir/run" \
+      --rules "log:$c,log:$(python3 -c "print($c / 2)")" --lengths 64 --pairs grow \
+      --json "$dir/accuracy_by_accuracy.json" >"$dir/accuracy_by_accuracy.txt" 2>&1
   # the published criteria's c for the same heads, measured alike
   local published
   published=$(python3 -c "import json,sys; k = json.load(open(sys.argv[1]))['published_criteria']

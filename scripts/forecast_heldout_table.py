@@ -16,6 +16,7 @@ Columns, per configuration (n: the seeds that finished):
   none crosses 0.5 ("-": not within 64x); foretold: both hold to 64x, or both fail within 1.5x;
 - prescribed c: each seed's c ("none" where the ISR at 1x is above the level already), the seeds
   where c holds accuracy >= 0.95 at 64x and where c / 2 does not, of those with a c;
+- c on accuracy: the same for the prescription on the forecast accuracy (accuracy_by_accuracy.json);
 - published c: the medians of Chen et al.'s and Hayase and Karakida's c for the same heads, and
   the seeds where each holds accuracy >= 0.95 at 64x.
 """
@@ -86,6 +87,16 @@ def seed_row(d):
         if len(rules) == 2:
             row["c_holds"] = at64[rules[1]] >= 0.95
             row["half_fails"] = at64[rules[0]] < 0.95
+    # the prescription on the forecast accuracy: its c, and whether it and its half hold at 64x
+    pa = f.get("prescription_by_accuracy", {})
+    row["c_acc"] = pa.get("c")
+    row["c_acc_holds"] = row["half_acc_fails"] = None
+    by_acc = os.path.join(d, "accuracy_by_accuracy.json")
+    if row["c_acc"] is not None and os.path.exists(by_acc):
+        a = sorted(((float(p["rule"][4:]), p["accuracy"]) for p in json.load(open(by_acc))["points"]))
+        if len(a) == 2:
+            row["c_acc_holds"] = a[1][1] >= 0.95
+            row["half_acc_fails"] = a[0][1] < 0.95
     row["critical_holds"] = row["gap_count_holds"] = None
     pub = os.path.join(d, "published.json")
     if os.path.exists(pub):
@@ -168,8 +179,9 @@ def main():
           "forecast ISR reaches it, against where the measured accuracy under none crosses 0.5\n")
     print("| config | n | held heads | ISR 64x none: forecast / measured | worst miss: median, worst "
           "| failure (memories): forecast / measured | failure foretold | accuracy 64x none "
-          "| c prescribed per seed | c holds | c/2 fails | c Chen et al. (holds) | c gap counting (holds) |")
-    print("|---|---:|---:|---|---|---|---:|---|---:|---:|---:|---|---|")
+          "| c prescribed per seed | c holds | c/2 fails | c on accuracy per seed | holds | c/2 fails "
+          "| c Chen et al. (holds) | c gap counting (holds) |")
+    print("|---|---:|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
     for name, rows in groups.items():
         n = len(rows)
         accs = [r["none_acc"] for r in rows if r["none_acc"] is not None]
@@ -191,6 +203,8 @@ def main():
             f"| {', '.join(fmt(r['c']) if r['c'] is not None else 'none' for r in rows)} "
             f"| {sum(r['c_holds'] for r in with_c)} of {len(with_c)} "
             f"| {sum(r['half_fails'] for r in with_c)} of {len(with_c)} "
+            f"| {', '.join(fmt(r['c_acc']) if r['c_acc'] is not None else 'none' for r in rows)} "
+            f"| {held_count(rows, 'c_acc_holds')} | {held_count(rows, 'half_acc_fails')} "
             f"| {fmt(med(r['c_critical'] for r in rows))} ({held_count(rows, 'critical_holds')}) "
             f"| {fmt(med(r['c_gap_count'] for r in rows))} ({held_count(rows, 'gap_count_holds')}) |"
         )

@@ -21,19 +21,6 @@ double gap_count_beta(const std::vector<double>& sorted_gaps) {
 
 namespace {
 
-// The smallest c in [0, 1000] for which `holds(c)`, a condition that once met stays met as c grows,
-// to a relative 1e-4; none where c = 1,000 does not hold it.
-std::optional<double> smallest_c(const std::function<bool(double)>& holds) {
-  if (holds(0)) return 0.0;
-  double lo = 0, hi = 1e3;
-  if (!holds(hi)) return std::nullopt;
-  while (hi - lo > 1e-4 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (holds(mid) ? hi : lo) = mid;
-  }
-  return hi;
-}
-
 // One held query's row at multiple m: the score gaps of its own keys and of the t_m - t the pool
 // adds, ascending.
 std::vector<double> row_gaps(const ForecastQuery& q, int64_t m, const std::vector<double>& pool) {

@@ -16,6 +16,8 @@ void ForecastConfig::validate() const {
                         target));
   check_arg(std::isfinite(level) && level > 0,
             fmt::format("--isr {}: must be a number > 0 (1 is the overflow)", level));
+  check_arg(std::isfinite(accuracy) && accuracy > 0 && accuracy < 1,
+            fmt::format("--accuracy {}: must be a number in (0, 1), e.g. 0.96", accuracy));
   check_arg(batches >= 1 && batches <= 1000,
             fmt::format("--batches {}: must be from 1 to 1000", batches));
 }
@@ -44,9 +46,12 @@ ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& con
   for (BetaRule rule : rules) {
     report.forecasts.push_back(forecast_layered(model, reading, rule));
     report.alone.push_back(forecast_under(model, reading, rule));
+    report.accuracy.push_back(forecast_accuracy(model, reading, rule));
   }
   report.prescription =
       prescribe([&](BetaRule r) { return forecast_layered(model, reading, r); }, config.level);
+  report.by_accuracy = prescribe_accuracy(
+      [&](BetaRule r) { return forecast_accuracy(model, reading, r); }, config.accuracy);
   report.critical = critical_scaling(model, reading, report.prescription.held);
   return report;
 }
@@ -99,6 +104,31 @@ std::string forecast_table(const ForecastReport& r) {
   } else {
     out += fmt::format("* trained. prescribed: none, {}\n", p.why_none);
   }
+  // The model's own answers, every layer emulating the longer context (forecast_accuracy).
+  out += fmt::format(
+      "\nforecast accuracy (the model's answers, every layer emulating the longer "
+      "context)\n{:<{}}",
+      "rule", width);
+  for (int64_t m : any.multiples) out += fmt::format(" {:>8}", fmt::format("{}x", m));
+  out += "\n";
+  auto accuracy_row = [&](const std::string& name, const std::vector<double>& a) {
+    out += fmt::format("{:<{}}", name, width);
+    for (double x : a) out += fmt::format(" {:>8.3f}", x);
+    out += "\n";
+  };
+  for (size_t i = 0; i < r.forecasts.size(); ++i)
+    accuracy_row(to_string(r.forecasts[i].rule) + (r.forecasts[i].rule == r.trained ? " *" : ""),
+                 r.accuracy[i]);
+  const AccuracyPrescription& a = r.by_accuracy;
+  if (a.c) {
+    accuracy_row(to_string(BetaRule::log(*a.c)), a.accuracy);
+    out += fmt::format(
+        "prescribed on accuracy: {} holds the forecast accuracy >= {:.3g} to {}x; {:.3g} times "
+        "qwen's growth\n",
+        to_string(BetaRule::log(*a.c)), a.level, r.target, qwen_scale(*a.c, r.seq_len));
+  } else {
+    out += fmt::format("prescribed on accuracy: none, {}\n", a.why_none);
+  }
   const CriticalScaling& k = r.critical;
   if (k.heads > 0) {
     auto c = [](const std::optional<double>& v) {
@@ -136,6 +166,7 @@ std::string forecast_json(const ForecastReport& r) {
     rules.push_back({{"rule", to_string(f.rule)},
                      {"isr", f.isr},
                      {"isr_1_at_pairs", optional(f.overflow_pairs)},
+                     {"accuracy", r.accuracy[i]},
                      {"isr_layers_below_at_1x", r.alone[i].isr},
                      {"heads", heads_json(f)}});
   }
@@ -148,6 +179,15 @@ std::string forecast_json(const ForecastReport& r) {
     prescription["isr"] = p.forecast.isr;
   } else {
     prescription["why_none"] = p.why_none;
+  }
+  const AccuracyPrescription& a = r.by_accuracy;
+  nlohmann::json by_accuracy = {{"level", a.level}, {"c", optional(a.c)}};
+  if (a.c) {
+    by_accuracy["rule"] = to_string(BetaRule::log(*a.c));
+    by_accuracy["qwen_scale"] = qwen_scale(*a.c, r.seq_len);
+    by_accuracy["accuracy"] = a.accuracy;
+  } else {
+    by_accuracy["why_none"] = a.why_none;
   }
   const CriticalScaling& k = r.critical;
   // infinity is not JSON: a median row that no beta concentrates is null
@@ -172,6 +212,7 @@ std::string forecast_json(const ForecastReport& r) {
                         {"pairs", any.pairs},
                         {"forecasts", rules},
                         {"prescription", prescription},
+                        {"prescription_by_accuracy", by_accuracy},
                         {"published_criteria", critical}}
              .dump(2) +
          "\n";

@@ -190,10 +190,11 @@ namespace {
 // Every layer under a length emulation for the scope's life; the model as it was after it.
 struct Emulating {
   Transformer& model;
-  Emulating(Transformer& m, const std::vector<torch::Tensor>& scale, const torch::Tensor& count)
+  Emulating(Transformer& m, const std::vector<torch::Tensor>& scale, const torch::Tensor& count,
+            bool quadrature = false)
       : model(m) {
     for (size_t l = 0; l < scale.size(); ++l)
-      model->block(l)->attn->set_length_emulation({scale[l], count});
+      model->block(l)->attn->set_length_emulation({scale[l], count, quadrature});
   }
   ~Emulating() {
     for (size_t l = 0; l < static_cast<size_t>(model->config.n_layers); ++l)
@@ -202,6 +203,22 @@ struct Emulating {
   Emulating(const Emulating&) = delete;
   Emulating& operator=(const Emulating&) = delete;
 };
+
+// A context m times longer at the training length T: per layer the rule's multipliers (H or 1,
+// T) at t_m = m (t + 1) - 1, where each position sits in the longer prompt, and the count of every
+// key but the read one, t_m / t (position 0 sees no other key).
+struct LongerContext {
+  std::vector<torch::Tensor> scale;
+  torch::Tensor count;
+};
+LongerContext longer_context(const std::vector<torch::Tensor>& at_rule, int64_t T, int64_t m) {
+  const auto t = torch::arange(T, torch::kInt64);  // (T,) the positions read
+  const auto t_m = m * (t + 1) - 1;                // (T,)
+  LongerContext c;
+  c.count = (t_m.to(torch::kFloat64) / t.to(torch::kFloat64).clamp_min(1)).clamp_min(1);
+  for (const auto& s : at_rule) c.scale.push_back(s.index_select(1, t_m));
+  return c;
+}
 
 }  // namespace
 
@@ -212,16 +229,11 @@ IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading,
   f.rule = rule;
   f.multiples = reading.multiples;
   f.pairs = reading.pairs;
-  const auto t = torch::arange(T, torch::kInt64);  // (T,) the positions read
   for (int64_t m : reading.multiples) {
-    const auto t_m = m * (t + 1) - 1;  // (T,) where each sits in the longer prompt
-    // the count of every key but the read one: t_m / t; position 0 sees no other key
-    const auto count = (t_m.to(torch::kFloat64) / t.to(torch::kFloat64).clamp_min(1)).clamp_min(1);
-    std::vector<torch::Tensor> scale;  // per layer (H or 1, T): the rule's multiplier at t_m
-    for (const auto& s : at_rule) scale.push_back(s.index_select(1, t_m));
+    const LongerContext longer = longer_context(at_rule, T, m);
     const QueryReading q = [&] {
-      Emulating on(model, scale, count);
-      return read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, scale);
+      Emulating on(model, longer.scale, longer.count);
+      return read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, longer.scale);
     }();
     std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
     for (const ForecastQuery& fq : q.queries)  // d_j and beta at the rule's multiplier
@@ -253,6 +265,28 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
   const ForecastReading reading = read_forecast(model, config, multiples, batches);
   std::vector<IsrForecast> out;
   for (BetaRule rule : rules) out.push_back(forecast_layered(model, reading, rule));
+  return out;
+}
+
+std::vector<double> forecast_accuracy(Transformer& model, const ForecastReading& reading,
+                                      BetaRule rule) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = reading.seq_len;
+  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * T);
+  const auto device = model->parameters().front().device();
+  std::vector<double> out;
+  for (int64_t m : reading.multiples) {
+    const LongerContext longer = longer_context(at_rule, T, m);
+    Emulating on(model, longer.scale, longer.count, /*quadrature=*/true);
+    double right = 0, scored = 0;
+    for (const Batch& b : reading.prompts) {
+      const auto mask = b.mask.to(torch::kBool);  // (B, T) the answers scored
+      const auto guess = model->forward(b.x.to(device)).argmax(-1).cpu();  // (B, T)
+      right += ((guess == b.y) & mask).sum().item<double>();
+      scored += mask.sum().item<double>();
+    }
+    out.push_back(scored > 0 ? right / scored : 0.0);
+  }
   return out;
 }
 
@@ -297,38 +331,69 @@ Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, dou
                              f.isr.front(), level);
     return p;
   }
-  // The ISR need not fall monotonically in c (a key above the read one grows with it): the first
-  // c of a geometric scan that holds, then bisection between it and the scan's step before.
-  double lo = 0, hi = -1;
-  if (holds(f)) {
-    hi = 0;
-  } else {
-    for (double c = 1e-3; c <= 1e3; c *= 1.25) {
-      if (holds(under(c))) {
-        hi = c;
-        break;
-      }
-      lo = c;
-    }
-  }
-  if (hi < 0) {
+  // The ISR need not fall monotonically in c: a key above the read one grows with it.
+  const auto holds_at = [&](double c) { return holds(under(c)); };
+  const auto c = smallest_c(holds_at);
+  if (!c) {
     p.why_none = fmt::format("no c up to 1,000 holds the forecast ISR at or below {:.3g}", level);
     return p;
   }
-  while (hi > 0 && hi - lo > 1e-4 * hi) {
+  p.c = typed_c(*c, holds_at);
+  p.forecast = under(*p.c);
+  return p;
+}
+
+std::optional<double> smallest_c(const std::function<bool(double)>& holds) {
+  if (holds(0)) return 0.0;
+  double lo = 0, hi = -1;
+  for (double c = 1e-3;; c = std::min(c * 1.25, 1e3)) {
+    if (holds(c)) {
+      hi = c;
+      break;
+    }
+    lo = c;
+    if (c >= 1e3) return std::nullopt;
+  }
+  while (hi - lo > 1e-4 * hi) {
     const double mid = 0.5 * (lo + hi);
-    (holds(under(mid)) ? hi : lo) = mid;
+    (holds(mid) ? hi : lo) = mid;
   }
-  // three significant digits, rounded up, where they still hold: a rule a user can type
-  if (hi > 0) {
-    // divided by an exact power of ten, so that 915 / 1e6 prints as 0.000915
-    const int k = 2 - static_cast<int>(std::floor(std::log10(hi)));
-    const double scale = std::pow(10.0, std::abs(k));
-    const double up = k >= 0 ? std::ceil(hi * scale - 1e-9) / scale : std::ceil(hi / scale) * scale;
-    if (holds(under(up))) hi = up;
+  return hi;
+}
+
+double typed_c(double c, const std::function<bool(double)>& holds) {
+  if (!(c > 0)) return c;
+  // divided by an exact power of ten, so that 915 / 1e6 prints as 0.000915
+  const int k = 2 - static_cast<int>(std::floor(std::log10(c)));
+  const double scale = std::pow(10.0, std::abs(k));
+  const double up = k >= 0 ? std::ceil(c * scale - 1e-9) / scale : std::ceil(c / scale) * scale;
+  return holds(up) ? up : c;
+}
+
+AccuracyPrescription prescribe_accuracy(
+    const std::function<std::vector<double>(BetaRule)>& accuracy, double level) {
+  check_arg(std::isfinite(level) && level > 0 && level < 1,
+            fmt::format("the accuracy level {}: must be a number in (0, 1)", level));
+  AccuracyPrescription p;
+  p.level = level;
+  auto holds = [&](const std::vector<double>& a) {
+    return std::all_of(a.begin(), a.end(), [&](double x) { return x >= level; });
+  };
+  const auto at_1x = accuracy(BetaRule::log(0));
+  if (!at_1x.empty() && at_1x.front() < level) {  // log:c is rule none up to the training length
+    p.why_none = fmt::format("the accuracy at the training length, {:.3g}, is below {:.3g} already",
+                             at_1x.front(), level);
+    return p;
   }
-  p.c = hi;
-  p.forecast = under(hi);
+  const auto holds_at = [&](double c) { return holds(accuracy(BetaRule::log(c))); };
+  p.c = smallest_c(holds_at);
+  if (!p.c) {
+    p.why_none =
+        fmt::format("no c up to 1,000 holds the forecast accuracy at or above {:.3g}", level);
+    return p;
+  }
+  p.c = typed_c(*p.c, holds_at);
+  p.accuracy = accuracy(BetaRule::log(*p.c));
   return p;
 }
 

@@ -37,6 +37,10 @@ void add_forecast(CLI::App& root, Action& action) {
                   "prescribe the smallest c of log:c that holds the forecast ISR at or below this "
                   "(accuracy stayed >= 0.95 below about 0.3 on the mqar-store runs)")
       ->capture_default_str();
+  cmd->add_option("--accuracy", o->config.accuracy,
+                  "prescribe the smallest c of log:c that holds the forecast accuracy at or above "
+                  "this (the model's answers with every layer emulating the longer context)")
+      ->capture_default_str();
   cmd->add_option("--batches", o->config.batches, "mqar batches read at the training length")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to this file (- : stdout)");

@@ -254,7 +254,22 @@ Attended AttentionImpl::attend_emulated(const torch::Tensor& q, const torch::Ten
   count.narrow(1, N, S - N)
       .mul_(emulation_.count.narrow(0, offset, T).to(q.options()).unsqueeze(1));
   const auto top = a.weights.argmax(-1, /*keepdim=*/true);  // (B, H, T, 1): the key read
-  auto w = a.weights * count;                               // (B, H, T, S)
+  if (emulation_.quadrature) {
+    auto others = torch::ones_like(a.weights).scatter_(-1, top, 0.0);  // (B, H, T, S)
+    others.narrow(-1, 0, N).zero_();
+    const auto wo = a.weights * others;  // the other context keys
+    const auto wk = a.weights - wo;      // the read key and the memories, once
+    const auto y_o = torch::einsum("bhts,bshd->bthd", {wo, v});  // (B, T, H, dh)
+    // (B, T, H, dh): the mean value of the context up to each query
+    const auto seen = torch::arange(offset + 1, offset + T + 1, q.options()).view({1, T, 1, 1});
+    const auto v_bar = v.narrow(1, N, S - N).cumsum(1).narrow(1, offset, T) / seen;
+    const auto W = wo.sum(-1).permute({0, 2, 1}).unsqueeze(-1);  // (B, T, H, 1)
+    const auto n = emulation_.count.narrow(0, offset, T).to(q.options()).view({1, T, 1, 1});
+    const auto y =
+        torch::einsum("bhts,bshd->bthd", {wk, v}) + n * W * v_bar + n.sqrt() * (y_o - W * v_bar);
+    return {y / (wk.sum(-1).permute({0, 2, 1}).unsqueeze(-1) + n * W), a.weights};
+  }
+  auto w = a.weights * count;  // (B, H, T, S)
   w.scatter_(-1, top, a.weights.gather(-1, top));
   w = w / w.sum(-1, /*keepdim=*/true);
   return {torch::einsum("bhts,bshd->bthd", {w, v}), a.weights};  // (B, T, H, dh)

@@ -9,6 +9,7 @@
 
 #include "analysis/inspect_test_util.h"
 #include "recall/analysis/critical_scaling.h"
+#include "recall/analysis/forecast_report.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
@@ -326,6 +327,40 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   EXPECT_NEAR(k["c_critical"].get<double>(), std::max(0.0, by_hand), 2e-4 * std::abs(by_hand));
   ASSERT_EQ(k["beta_gap_count"].size(), 4u);
   EXPECT_GT(k["beta_gap_count"][3].get<double>(), k["beta_gap_count"][0].get<double>());
+  // the prescription on the forecast accuracy: its rule's forecast holds the level, 0.9 of its c
+  // does not, and at 1x under the trained rule the forecast is the model's own accuracy on the
+  // prompts read (count 1: the plain attention)
+  const auto& pa = j["prescription_by_accuracy"];
+  EXPECT_EQ(pa["level"].get<double>(), 0.96);
+  ASSERT_TRUE(pa["c"].is_number()) << pa;
+  const double ca = pa["c"].get<double>();
+  EXPECT_EQ(pa["rule"], to_string(BetaRule::log(ca)));
+  ASSERT_EQ(pa["accuracy"].size(), 4u);
+  for (const auto& a : pa["accuracy"]) EXPECT_GE(a.get<double>(), 0.96);
+  const ForecastReading reading = read_forecast(r.model, r.config, {1, 2, 4, 8}, 2);
+  {
+    // to 64x it does not (0.75 when written): c > 0, and 0.9 c falls short
+    const ForecastReading far = read_forecast(r.model, r.config, forecast_multiples(64), 1);
+    const auto at = [&](BetaRule rule) { return forecast_accuracy(r.model, far, rule); };
+    const AccuracyPrescription p = prescribe_accuracy(at, 0.96);
+    ASSERT_TRUE(p.c) << p.why_none;
+    ASSERT_GT(*p.c, 0);
+    for (double a : p.accuracy) EXPECT_GE(a, 0.96);
+    const auto below = at(BetaRule::log(0.9 * *p.c));
+    EXPECT_LT(*std::min_element(below.begin(), below.end()), 0.96);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    double right = 0, scored = 0;
+    for (const Batch& b : reading.prompts) {
+      const auto mask = b.mask.to(torch::kBool);
+      right += ((r.model->forward(b.x).argmax(-1) == b.y) & mask).sum().item<double>();
+      scored += mask.sum().item<double>();
+    }
+    const auto at = forecast_accuracy(r.model, reading, BetaRule::kNone);
+    EXPECT_NEAR(at[0], right / scored, 1.5 / scored);  // an argmax tie may fall either way
+    EXPECT_NEAR(j["forecasts"][0]["accuracy"][0].get<double>(), at[0], 1e-12);
+  }
   const auto weaker = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::log(0.9 * c)}, 2);
   EXPECT_GT(*std::max_element(weaker[0].isr.begin(), weaker[0].isr.end()), 0.2);
   // a level the heads exceed at the training length already (0.066 there): no c, and why
@@ -344,6 +379,7 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
       {{"forecast", "--checkpoint", run, "--target", "1x"}, "--target 1x"},
       {{"forecast", "--checkpoint", run, "--target", "eight"}, "--target eight"},
       {{"forecast", "--checkpoint", run, "--isr", "0"}, "--isr 0"},
+      {{"forecast", "--checkpoint", run, "--accuracy", "1.5"}, "--accuracy 1.5"},
       {{"forecast", "--checkpoint", run, "--batches", "0"}, "--batches 0"},
       {{"forecast", "--checkpoint", run, "--rules", "none,log:x"}, "log:x"},
       {{"forecast", "--checkpoint", dir / "missing"}, "missing"},

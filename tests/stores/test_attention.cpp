@@ -409,5 +409,52 @@ TEST(ModelAttention, LengthEmulationIsTheLongerPromptOfCopies) {
   EXPECT_TRUE(torch::allclose(a->recall_weights(x), b->recall_weights(x), 1e-12, 1e-14));
 }
 
+// The emulation in quadrature (the accuracy forecast) against naive loops over its formula: the
+// other keys' values add count_t times about their causal mean and sqrt(count_t) times in their
+// spread, the read key once. count 1 is the plain attention, and with values that differ it is not
+// the emulation of copies.
+TEST(ModelAttention, LengthEmulationInQuadratureMatchesTheNaiveLoops) {
+  constexpr int64_t T = 9, H = 2, m = 5;
+  torch::manual_seed(9);
+  Attention a(AttentionOptions(8, H, T).rope(false).scale(6.0).qk_norm(true));
+  a->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({1, T, 8}, torch::kFloat64);
+  const auto scale = a->logit_scale(T, torch::kFloat64);  // (1, T)
+  std::vector<double> counts;
+  for (int64_t t = 0; t < T; ++t)
+    counts.push_back(std::max(1.0, static_cast<double>(m * (t + 1) - 1) / std::max<double>(t, 1)));
+  const auto count = torch::tensor(counts, torch::kFloat64);
+  a->set_length_emulation({scale, count, /*quadrature=*/true});
+  const AttentionTrace tr = a->trace(x);
+  const int64_t dh = tr.v.size(3);
+  auto y = torch::zeros({1, T, H, dh}, torch::kFloat64);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < T; ++t) {
+      const auto w = tr.weights[0][h][t];  // (T,)
+      const int64_t c = w.argmax().item<int64_t>();
+      const double n = counts[static_cast<size_t>(t)];
+      auto v_bar = torch::zeros({dh}, torch::kFloat64), sum = torch::zeros({dh}, torch::kFloat64);
+      double W = 0;
+      for (int64_t j = 0; j <= t; ++j) {
+        v_bar += tr.v[0][j][h] / static_cast<double>(t + 1);
+        if (j == c) continue;
+        W += w[j].item<double>();
+        sum += w[j].item<double>() * tr.v[0][j][h];
+      }
+      const double wc = w[c].item<double>();
+      y[0][t][h] =
+          (wc * tr.v[0][c][h] + n * W * v_bar + std::sqrt(n) * (sum - W * v_bar)) / (wc + n * W);
+    }
+  const auto want = a->out->forward(y.reshape({1, T, H * dh}));
+  EXPECT_TRUE(torch::allclose(tr.out, want, 1e-10, 1e-12)) << tr.out << want;
+  a->set_length_emulation({scale, count});  // the copies, in phase
+  EXPECT_FALSE(torch::allclose(a->forward(x), tr.out, 1e-6, 1e-8));
+  a->set_length_emulation({scale, torch::ones({T}, torch::kFloat64), /*quadrature=*/true});
+  const auto once = a->forward(x);
+  a->set_length_emulation({});
+  EXPECT_TRUE(torch::allclose(once, a->forward(x), 1e-12, 1e-14));
+}
+
 }  // namespace
 }  // namespace recall

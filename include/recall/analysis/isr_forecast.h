@@ -158,6 +158,34 @@ struct Prescription {
   IsrForecast forecast;  // under log:c where c was found, over the heads it holds (held_heads)
 };
 
+// The model's own accuracy at each of reading.multiples under `rule`, from the prompts read at the
+// training length run again with every layer emulating the longer context in quadrature
+// (LengthEmulation, stores/attention.h): each layer takes the rule's multiplier at t_m, and the
+// other keys' values add count_t times about their mean and sqrt(count_t) times in their spread, as
+// the other memories of a longer prompt do. The layer above the recalling heads reads what they
+// wrote, so this forecasts what the ISR of one head cannot: how the model combines its heads.
+// Leaves the model as it was.
+std::vector<double> forecast_accuracy(Transformer& model, const ForecastReading& reading,
+                                      BetaRule rule);
+
+// The smallest c in [0, 1000] for which holds(c), to a relative 1e-4: 0 where it holds there,
+// else a geometric scan from 1e-3 by 1.25 for the first c that holds (holds need not be monotone in
+// c), then bisection between it and the scan's step before. None where no c scanned holds.
+std::optional<double> smallest_c(const std::function<bool(double)>& holds);
+// c rounded up to three significant digits where that still holds: a rule a user can type.
+double typed_c(double c, const std::function<bool(double)>& holds);
+
+// The prescription on the forecast accuracy: the smallest c of log:c whose forecast_accuracy stays
+// at or above `level` at every multiple read.
+struct AccuracyPrescription {
+  double level = 0;
+  std::optional<double> c;  // none where no c up to 1,000 holds (why_none says why)
+  std::string why_none;
+  std::vector<double> accuracy;  // forecast_accuracy under log:c where c was found
+};
+AccuracyPrescription prescribe_accuracy(
+    const std::function<std::vector<double>(BetaRule)>& accuracy, double level);
+
 // `f` over the recalling heads that hold their memories at the training length, ISR < 1 there:
 // the heads the prescription holds.
 IsrForecast held_heads(const IsrForecast& f);

@@ -96,9 +96,17 @@ struct AttentionTrace {
 // the query's heaviest counts `count` (T,) times in its output, count_t = t_m / t: the longer
 // prompt holds m copies of the same mix of keys and one key that the query reads. The weights
 // that trace returns are the softmax at `scale`, before the count. Undefined tensors: off.
+//
+// How the copies' values add. As copies (the ISR forecast's reading): m times the same keys, their
+// values in phase. In quadrature (the accuracy forecast): the longer prompt's other keys carry
+// other values, so their weighted sum grows count times about the values' mean (the causal mean
+// v-bar_t of the context's values) and only sqrt(count) times in its spread about it:
+//   y_t = (w_c v_c + count W v-bar_t + sqrt(count) (sum_j w_j v_j - W v-bar_t)) / (w_c + count W),
+// W = sum_j w_j over the other context keys j (the learned memories count once, in phase).
 struct LengthEmulation {
   torch::Tensor scale;  // (H or 1, T), float64
   torch::Tensor count;  // (T,), float64
+  bool quadrature = false;
 };
 
 // The parameters AttentionImpl registers for `options`, without building it, D = d_model, H heads,
