@@ -25,7 +25,9 @@ void add_report(CLI::App& root, Action& action) {
   cmd->callback([o, &action] {
     check_output_dir("--out", o->out);
     action = [o] {
-      ReportConfig config = ReportConfig::make(o->out, o->quick);
+      ReportConfig config;
+      config.out_dir = o->out;
+      config.quick = o->quick;
       config.run.progress = !quiet();
       config.run.stop = stop_on_signal();
       return run_stoppable(

@@ -49,7 +49,7 @@ nlohmann::json json_or_null(const std::optional<T>& x) {
 
 class Experiment {
  public:
-  explicit Experiment(const ExperimentConfig& c) : config_(c) {}
+  explicit Experiment(const ExperimentConfig& c) : config_(c), sizes_(experiment_sizes(c.quick)) {}
   // The experiment's own step count, or the config's override.
   int64_t steps(int64_t own) const { return config_.steps > 0 ? config_.steps : own; }
   std::string path(const std::string& name) const {
@@ -68,6 +68,8 @@ class Experiment {
   }
   const RunContext& context() const { return config_.run; }
   const ExperimentConfig& config() const { return config_; }
+  // Every row's sizes (experiment_rows()), quick or not; --steps is applied by steps().
+  const ExperimentSizes& sizes() const { return sizes_; }
   // out_dir/name, written atomically, two-space indented.
   void write_json(const std::string& name, const nlohmann::json& j) const {
     write_file_atomic(path(name), j.dump(2) + "\n");
@@ -86,11 +88,12 @@ class Experiment {
   ExperimentResult lm();
   ExperimentResult extrapolation();
   // extrapolation's second part, mqar-store: writes extrapolation_store.json and .png, returns
-  // its Markdown
-  std::string extrapolation_store(const ReportConfig& rc);
+  // its Markdown (sizes: the store's, with --steps applied)
+  std::string extrapolation_store(const ExperimentSizes& sizes);
 
  private:
   const ExperimentConfig& config_;
+  const ExperimentSizes sizes_;
 };
 
 inline std::string opt_num(const std::optional<double>& x, const char* f = "{:.4g}") {

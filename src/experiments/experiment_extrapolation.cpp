@@ -44,17 +44,13 @@ struct Variant {
 // The runs: mqar-extrapolate (no positions, the q, k, v convolution) under each rule, read with
 // the pairs growing with the length (M distinct memories) and with the trained 8 pairs (filler
 // between the queries), and the ablation that shows what positions do: the same with RoPE.
-std::vector<Variant> plan_variants(const ReportConfig& rc, bool quick) {
-  return {{"grow", {}, PairsAtLength::kGrow, rc.mqar_seeds, rc.mqar_rules},
-          {"fixed",
-           {},
-           PairsAtLength::kFixed,
-           rc.mqar_seeds,
-           quick ? std::vector<BetaRule>{BetaRule::kNone} : rc.mqar_rules},
+std::vector<Variant> plan_variants(const ExperimentSizes& size) {
+  return {{"grow", {}, PairsAtLength::kGrow, size.mqar_seeds, size.mqar_rules},
+          {"fixed", {}, PairsAtLength::kFixed, size.mqar_seeds, size.fixed_pairs_rules},
           {"rope",
            {"pos=rope"},
            PairsAtLength::kGrow,
-           std::max<int64_t>(1, rc.mqar_seeds / 2),
+           std::max<int64_t>(1, size.mqar_seeds / 2),
            {BetaRule::kNone}}};
 }
 
@@ -71,15 +67,15 @@ struct Curve {
 // Trains (or reuses) the variant's runs under runs_dir, reads each with inspect (the recalling
 // heads' ISR) and extrapolate (accuracy on every prompt, through the fast kernel), and adds them
 // to their curves and to points.
-void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int64_t>& lengths,
+void run_variant(const Variant& v, const ExperimentSizes& size, const std::vector<int64_t>& lengths,
                  const std::string& runs_dir, const std::string& out_dir, const RunContext& context,
                  std::vector<Curve>& curves, json& points) {
   const ExtrapolateRuns runs =
       extrapolation_runs(runs_dir, "mqar-extrapolate", v.name == "rope" ? "-rope" : "", v.sets,
-                         rc.mqar_steps, v.seeds, v.rules, context);
+                         size.mqar_steps, v.seeds, v.rules, context);
   ExtrapolateConfig extrapolation;
   extrapolation.lengths = {1};
-  extrapolation.batches = rc.extrapolate_batches;
+  extrapolation.batches = size.extrapolate_batches;
   extrapolation.device = context.device;
   const auto trained = train_and_extrapolate(runs, extrapolation);
   for (const auto& t : trained) {
@@ -92,7 +88,7 @@ void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int
     if (t.trained == BetaRule::kNone && v.name == "grow")
       for (BetaRule rule : rules_equal_to_none_within_training_length())
         inspection.rules.push_back(rule);
-    inspection.batches = rc.extrapolate_batches;
+    inspection.batches = size.extrapolate_batches;
     inspection.ablate = false;  // the ISR of the recalling heads is all this experiment reads
     const InspectResult ir = inspect(r, inspection, t.checkpoint);
     // accuracy on every prompt of each length, through the fast kernel (inspect reads fewer)
@@ -100,7 +96,7 @@ void run_variant(const Variant& v, const ReportConfig& rc, const std::vector<int
     score.checkpoints = {t.checkpoint};
     score.rules = inspection.rules;
     score.lengths = lengths;
-    score.batches = rc.extrapolate_batches;
+    score.batches = size.extrapolate_batches;
     score.pairs = v.pairs;
     score.device = context.device;
     const auto scored = extrapolate(score);
@@ -143,7 +139,7 @@ struct ProbeReference {
   json curves = json::array();
 };
 
-ProbeReference probe_reference(int64_t max_multiple, bool quick) {
+ProbeReference probe_reference(int64_t max_multiple, int64_t trials) {
   // the probe's softmax ISR under each rule at the heads' dimension, L = the recipe's length
   const TrainConfig base = train_config_from_file("mqar-extrapolate", {});
   ProbeReference out;
@@ -154,7 +150,7 @@ ProbeReference probe_reference(int64_t max_multiple, bool quick) {
   probing.ref_len = static_cast<double>(base.model.seq_len);
   probing.rule_m_max = base.model.seq_len * max_multiple;
   probing.m = {base.model.seq_len};
-  probing.trials = quick ? 1 : 4;
+  probing.trials = trials;
   probing.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
   out.result = run_probe(probing);
   for (const auto& rr : out.result.rules) {
@@ -321,27 +317,27 @@ std::string verdict(const Reduced& r, const ProbeReference& probe) {
 }  // namespace
 
 ExperimentResult Experiment::extrapolation() {
-  ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
-  rc.mqar_steps = steps(rc.mqar_steps);
+  ExperimentSizes size = sizes();
+  size.mqar_steps = steps(size.mqar_steps);
+  size.store_steps = steps(size.store_steps);
   // inspect reads every weight of the long prompts: quick stops at 16x
-  const std::vector<int64_t> lengths = rc.inspect_lengths;
-  const std::vector<Variant> variants = plan_variants(rc, config_.quick);
+  const std::vector<int64_t> lengths = size.inspect_lengths;
+  const std::vector<Variant> variants = plan_variants(size);
   std::vector<Curve> curves;
   json out_points = json::array();
   for (const Variant& v : variants)
-    run_variant(v, rc, lengths, run_dir(""), config_.out_dir, context(), curves, out_points);
+    run_variant(v, size, lengths, run_dir(""), config_.out_dir, context(), curves, out_points);
   for (auto& c : curves)
     for (const auto& [M, isr] : c.isr_at) {
       c.M.push_back(static_cast<double>(M));
       c.isr.push_back(mean(isr));
     }
-  const ProbeReference probe = probe_reference(lengths.back(), config_.quick);
+  const ProbeReference probe = probe_reference(lengths.back(), size.reference_trials);
   const ProbeConfig& probing = probe.config;
   const Reduced r = reduce(curves, probe, lengths);
-  rc.store_steps = steps(rc.store_steps);
-  const std::string store = extrapolation_store(rc);
+  const std::string store = extrapolation_store(size);
   write_json("extrapolation.json", {{"config", "mqar-extrapolate"},
-                                    {"steps", rc.mqar_steps},
+                                    {"steps", size.mqar_steps},
                                     {"points", out_points},
                                     {"fits", r.fits},
                                     {"probe",
@@ -371,7 +367,7 @@ ExperimentResult Experiment::extrapolation() {
       "a fixed beta, lower when beta grows with ln M), beside the probe's softmax store at d_k = "
       "{} and beta = sqrt(d_k) under the same rule.\n\n{}\n{}\n\n"
       "![extrapolation](extrapolation.png)\n\n{}",
-      config_.quick ? " --quick" : "", rc.mqar_steps, rule_list(rc.mqar_rules), rc.mqar_seeds,
+      config_.quick ? " --quick" : "", size.mqar_steps, rule_list(size.mqar_rules), size.mqar_seeds,
       fmt::join(lengths, ", "), variants.back().seeds, markdown_table(acc_header, r.accuracy_rows),
       probing.d_k,
       markdown_table({"pairs", "trained", "evaluated", "runs", "ISR by M", "fitted b", "probe b"},

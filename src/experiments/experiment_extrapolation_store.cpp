@@ -121,7 +121,7 @@ std::vector<std::optional<double>> measured_isr(Restored& r, const std::string& 
 // recipe's beta, as many keys as the context holds tokens (4 per memory, L = the training length
 // for the rules), read against the memories: its median ISR per rule at each multiple.
 std::map<BetaRule, std::vector<std::optional<double>>> random_store_isr(
-    const TrainConfig& recipe, const std::vector<int64_t>& lengths, bool quick) {
+    const TrainConfig& recipe, const std::vector<int64_t>& lengths, int64_t trials) {
   ProbeConfig probing;
   probing.stores = {"softmax"};
   probing.d_k = probing.d_v = recipe.model.head_dim();
@@ -129,7 +129,7 @@ std::map<BetaRule, std::vector<std::optional<double>>> random_store_isr(
   probing.ref_len = static_cast<double>(recipe.model.seq_len);
   probing.rule_m_max = recipe.model.seq_len * lengths.back();
   probing.m = {recipe.model.seq_len};
-  probing.trials = quick ? 1 : 4;
+  probing.trials = trials;
   const ProbeResult pr = run_probe(probing);
   std::map<BetaRule, std::vector<std::optional<double>>> out;
   for (const auto& rr : pr.rules) {
@@ -321,29 +321,29 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
 // Trains (or reuses) mqar-store under each of the report's rules and seeds, scores it at the
 // store's lengths (the none runs also under qwen and yarn) and returns the points of the runs
 // that learned at 1x; `unlearned` gets the others.
-std::vector<ExtrapolatePoint> store_points(const ReportConfig& rc, const RunContext& context,
+std::vector<ExtrapolatePoint> store_points(const ExperimentSizes& size, const RunContext& context,
                                            const std::string& runs_dir,
                                            std::vector<std::string>& unlearned) {
-  const ExtrapolateRuns runs = extrapolation_runs(runs_dir, "mqar-store", "", {}, rc.store_steps,
-                                                  rc.store_seeds, rc.store_rules, context);
+  const ExtrapolateRuns runs = extrapolation_runs(runs_dir, "mqar-store", "", {}, size.store_steps,
+                                                  size.store_seeds, size.store_rules, context);
   ExtrapolateConfig extrapolation;
   extrapolation.none_also = rules_equal_to_none_within_training_length();
-  extrapolation.lengths = rc.store_lengths;
+  extrapolation.lengths = size.store_lengths;
   extrapolation.pairs = PairsAtLength::kGrow;
-  extrapolation.batches = rc.extrapolate_batches;
+  extrapolation.batches = size.extrapolate_batches;
   extrapolation.device = context.device;
   const auto points = train_and_extrapolate(runs, extrapolation);
   unlearned = unlearned_runs(points);
-  if (unlearned.size() * 2 > static_cast<size_t>(rc.store_seeds) * rc.store_rules.size())
+  if (unlearned.size() * 2 > static_cast<size_t>(size.store_seeds) * size.store_rules.size())
     throw std::runtime_error("experiment extrapolation: most mqar-store runs did not learn at 1x");
   return learned_points(points, unlearned);
 }
 
 }  // namespace
 
-std::string Experiment::extrapolation_store(const ReportConfig& rc) {
+std::string Experiment::extrapolation_store(const ExperimentSizes& size) {
   std::vector<std::string> unlearned;
-  const auto points = store_points(rc, context(), run_dir(""), unlearned);
+  const auto points = store_points(size, context(), run_dir(""), unlearned);
   std::string left_out;
   for (const auto& u : unlearned)
     left_out += (left_out.empty() ? "" : ", ") +
@@ -352,8 +352,8 @@ std::string Experiment::extrapolation_store(const ReportConfig& rc) {
   const RunAccuracy runs = per_run(points);
   const auto target = find_target(curves, runs);
   const TrainConfig recipe = train_config_from_file("mqar-store", {});
-  auto forecasts = forecast_rows(points, curves, rc.store_lengths, rc.extrapolate_batches);
-  const auto random = random_store_isr(recipe, rc.store_lengths, config_.quick);
+  auto forecasts = forecast_rows(points, curves, size.store_lengths, size.extrapolate_batches);
+  const auto random = random_store_isr(recipe, size.store_lengths, size.reference_trials);
   for (auto& f : forecasts)
     f.random =
         random.count(f.rule) ? random.at(f.rule) : std::vector<std::optional<double>>(f.isr.size());
@@ -407,7 +407,7 @@ std::string Experiment::extrapolation_store(const ReportConfig& rc) {
   }
   write_json("extrapolation_store.json",
              {{"config", "mqar-store"},
-              {"steps", rc.store_steps},
+              {"steps", size.store_steps},
               {"attn_scale", recipe.model.attn_scale},
               {"points", json::parse(extrapolate_json(points))["points"]},
               {"curves", fits},
@@ -432,8 +432,8 @@ std::string Experiment::extrapolation_store(const ReportConfig& rc) {
       "of a random softmax store with the heads' d_k and beta, holding as many unit keys as the "
       "context has tokens (4 per memory), under the same rule.\n\n{}\n"
       "![extrapolation_store_isr](extrapolation_store_isr.png)\n",
-      rc.store_steps, rc.store_seeds, rule_list(rc.store_rules, ","),
-      fmt::join(rc.store_lengths, ","), recipe.model.attn_scale,
+      size.store_steps, size.store_seeds, rule_list(size.store_rules, ","),
+      fmt::join(size.store_lengths, ","), recipe.model.attn_scale,
       MqarTask::value_begin(recipe.model.vocab_size, recipe.task.mqar_values) - 1,
       recipe.task.mqar_values, curves.front().pairs.front(), curves.front().pairs.back(),
       left_out.empty() ? "none" : left_out, markdown_table(header, rows), verdict, ft.verdict,

@@ -53,13 +53,14 @@ struct FactsPlan {
   // kinds are ranked at these exposures; the best is then trained longer, which is where the
   // plateau shows.
   int64_t batch = 512, exposures = 0, fixed_steps = 0;
-  std::vector<int64_t> grid;  // numbers of facts
+  std::vector<int64_t> grid;    // numbers of facts
+  std::vector<int64_t> longer;  // multiples of the largest table's steps trained again
 
-  explicit FactsPlan(const ExperimentConfig& c)
-      : exposures(facts_exposures(c.quick)),
+  FactsPlan(const ExperimentConfig& c, const ExperimentSizes& s)
+      : exposures(s.facts_exposures),
         fixed_steps(c.steps),
-        grid(c.quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384}) {
-  }
+        grid(s.facts_grid),
+        longer(s.facts_longer) {}
   int64_t steps_for(int64_t n) const {
     return fixed_steps > 0 ? fixed_steps : std::max<int64_t>(100, n * exposures / batch);
   }
@@ -144,7 +145,8 @@ KindSweep sweep_kind(const Experiment& x, const FactsPlan& plan, size_t i, json&
 
 // The kinds trained longer (the best, or --more-kinds) in the ranking's order, and each chain's
 // steps, checked before any of them trains: with --steps fixed, an exposure can mean fewer steps
-// than the sweep's own run. By default twice and four times the exposures (quick: twice).
+// than the sweep's own run. Without --more-exposures, the multiples of the largest table's steps
+// in the row's sizes (facts_longer).
 std::vector<std::pair<const KindSweep*, std::vector<int64_t>>> plan_longer(
     const ExperimentConfig& c, const FactsPlan& plan, const std::vector<KindSweep>& ranked) {
   const auto& mk = c.more_kinds;
@@ -158,8 +160,7 @@ std::vector<std::pair<const KindSweep*, std::vector<int64_t>>> plan_longer(
     std::vector<int64_t> steps;
     for (const int64_t e : c.more_exposures) steps.push_back(k.largest * e / plan.batch);
     if (steps.empty())
-      for (int times : c.quick ? std::vector<int>{2} : std::vector<int>{2, 4})
-        steps.push_back(times * k.largest_steps);
+      for (const int64_t times : plan.longer) steps.push_back(times * k.largest_steps);
     check_arg(steps.front() > k.largest_steps,
               fmt::format("--more-exposures: {} steps at {} facts are not more than the {} "
                           "already trained; give larger exposures",
@@ -304,7 +305,7 @@ std::string facts_markdown(const ExperimentConfig& c, const FactsPlan& plan,
 }  // namespace
 
 ExperimentResult Experiment::facts() {
-  const FactsPlan plan(config_);
+  const FactsPlan plan(config_, sizes());
   json points = json::array();
   std::ostringstream data;  // one block per kind, then one per kind trained longer
   std::vector<KindSweep> ranked;

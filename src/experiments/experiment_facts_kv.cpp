@@ -6,16 +6,15 @@
 namespace recall::experiment_detail {
 
 ExperimentResult Experiment::facts_kv() {
-  ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
-  rc.facts_steps = steps(rc.facts_steps);
+  const int64_t facts_steps = steps(sizes().facts_kv_steps);
   std::vector<std::vector<std::string>> rows;
   nlohmann::json all = nlohmann::json::array();
   const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
       {"mlp", {}}, {"learned_kv", {"ffn=learned_kv", "ffn_slots=96"}}};
   for (const auto& [name, sets] : runs) {
     auto all_sets = sets;
-    all_sets.push_back(fmt::format("steps={}", rc.facts_steps));
-    const std::string dir = run_dir(fmt::format("facts-{}-{}", name, rc.facts_steps));
+    all_sets.push_back(fmt::format("steps={}", facts_steps));
+    const std::string dir = run_dir(fmt::format("facts-{}-{}", name, facts_steps));
     const TrainResult tr =
         recall::train_run(train_config_from_file("facts-tiny", all_sets), dir, context());
     Restored r = restore(dir);
@@ -41,7 +40,7 @@ ExperimentResult Experiment::facts_kv() {
       "ffn_slots=96`): 8192 random (subject, relation) -> object facts, 5 bits each, in a "
       "one-layer model; bits stored = facts x (5 - cross-entropy in bits). Each FFN is then "
       "read as a store (`recall inspect`): its keys queried through its own weights.\n\n{}",
-      rc.facts_steps,
+      facts_steps,
       markdown_table({"ffn", "parameters", "accuracy", "bits stored", "bits / param", "FFN keys",
                       "key ISR median", "keys with ISR < 1", "random-key theory"},
                      rows));

@@ -45,17 +45,17 @@ void write_fit_plot(const std::vector<FitResult>& results, const std::string& fi
 }  // namespace
 
 ExperimentResult Experiment::fit() {
-  ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
-  rc.fit_steps = steps(rc.fit_steps);
+  ExperimentSizes size = sizes();
+  size.fit_steps = steps(size.fit_steps);
   std::vector<std::vector<std::string>> rows;
   nlohmann::json all = nlohmann::json::array();
   std::vector<FitResult> results;
   for (const char* kind : {"mlp-relu", "mlp-relu2", "glu-silu", "learned_kv"})
-    for (int64_t width : rc.fit_widths) {
+    for (int64_t width : size.fit_widths) {
       FitConfig fc;
       fc.kind = fit_kind_from_string(kind);
       fc.width = width;
-      fc.steps = rc.fit_steps;
+      fc.steps = size.fit_steps;
       const FitResult r = fit_capacity(fc);
       all.push_back(nlohmann::json::parse(fit_json(r)));
       rows.push_back(
@@ -78,7 +78,7 @@ ExperimentResult Experiment::fit() {
       ">= 99 % recalled (nearest value among M), found by bisection. Constructed: N memories "
       "written as keys and values, min(N, random-key theory). Bits per parameter count "
       "M log2 M.\n\n{}\n![fit](fit.png)\n",
-      rc.fit_steps,
+      size.fit_steps,
       markdown_table({"kind", "width N", "parameters", "fitted M", "bits / param", "constructed",
                       "random-key theory", "fitted / constructed"},
                      rows));

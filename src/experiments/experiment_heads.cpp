@@ -7,7 +7,7 @@
 namespace recall::experiment_detail {
 
 ExperimentResult Experiment::heads() {
-  const ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
+  const ExperimentSizes& size = sizes();
   // section 3's points (its runs' accuracy), made first where they are not in --out
   if (!fs::exists(path("extrapolate.json"))) mqar();
   const std::string file = path("extrapolate.json");
@@ -18,10 +18,10 @@ ExperimentResult Experiment::heads() {
         "report: no mqar-extrapolate run trained with rule none learned to recall");
   Restored r = restore(none_run);
   InspectConfig inspection;
-  inspection.lengths = rc.inspect_lengths;
+  inspection.lengths = size.inspect_lengths;
   // ssmax at evaluation of a model trained without it starts at its initial scale: su again
   inspection.rules = {BetaRule::kNone, BetaRule::kSu, BetaRule::kQwen, BetaRule::kYarn};
-  inspection.batches = rc.extrapolate_batches;
+  inspection.batches = size.extrapolate_batches;
   inspection.pairs = PairsAtLength::kGrow;
   const InspectResult result = inspect(r, inspection, none_run);
   write_file_atomic(path("inspect.json"), inspect_json(result));

@@ -42,7 +42,7 @@ ExperimentResult Experiment::lm() {
                                             {"swiglu", {"ffn=swiglu", "ffn_mult=4"}},
                                             {"learned_kv", {"ffn=learned_kv", "ffn_slots=320"}},
                                             {"attn_mem_kv", {"ffn=none", "attn_mem_kv=384"}}};
-  const int64_t seeds = config_.quick ? 1 : 3, steps = this->steps(config_.quick ? 150 : 600);
+  const int64_t seeds = sizes().lm_seeds, steps = this->steps(sizes().lm_steps);
   json runs = json::array();
   std::vector<std::vector<std::string>> rows;
   std::ostringstream data;  // one row per kind: index bpc_mean bpc_min bpc_max tokens_per_s

@@ -6,17 +6,17 @@
 namespace recall::experiment_detail {
 
 ExperimentResult Experiment::mqar() {
-  ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
-  rc.mqar_steps = steps(rc.mqar_steps);
+  ExperimentSizes size = sizes();
+  size.mqar_steps = steps(size.mqar_steps);
   // the runs of the extrapolation experiment (section 11), which reads them again
   const ExtrapolateRuns runs =
-      extrapolation_runs(run_dir(""), "mqar-extrapolate", "", {}, rc.mqar_steps, rc.mqar_seeds,
-                         rc.mqar_rules, context());
+      extrapolation_runs(run_dir(""), "mqar-extrapolate", "", {}, size.mqar_steps, size.mqar_seeds,
+                         size.mqar_rules, context());
   ExtrapolateConfig extrapolation;
-  extrapolation.lengths = rc.extrapolate_lengths;
+  extrapolation.lengths = size.extrapolate_lengths;
   extrapolation.pairs = PairsAtLength::kGrow;
   extrapolation.none_also = rules_equal_to_none_within_training_length();
-  extrapolation.batches = rc.extrapolate_batches;
+  extrapolation.batches = size.extrapolate_batches;
   extrapolation.device = context().device;
   const auto points = train_and_extrapolate(runs, extrapolation);
   write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
@@ -68,7 +68,7 @@ ExperimentResult Experiment::mqar() {
       "up to L.\n\n{}\n"
       "Runs left out, not having learned at 1x (accuracy): {}.\n\n"
       "![extrapolate](extrapolate.png)\n",
-      rc.mqar_steps, rc.mqar_seeds, fmt::join(extrapolation.lengths, ","),
+      size.mqar_steps, size.mqar_seeds, fmt::join(extrapolation.lengths, ","),
       extrapolation.lengths.back(), extrapolation.batches, markdown_table(header, rows),
       left_out.empty() ? "none" : left_out);
   return out;

@@ -7,10 +7,10 @@
 namespace recall::experiment_detail {
 
 ExperimentResult Experiment::probe() {
-  const ReportConfig rc = ReportConfig::make(config_.out_dir, config_.quick);
+  const ExperimentSizes& size = sizes();
   ProbeConfig probing;
-  probing.trials = rc.probe_trials;
-  probing.rule_m_max = rc.probe_rule_m_max;
+  probing.trials = size.probe_trials;
+  probing.rule_m_max = size.probe_rule_m_max;
   const ProbeResult r = run_probe(probing);
   write_file_atomic(path("probe.json"), probe_json(r));
   write_probe_plot(r, path("probe.png"));
@@ -55,7 +55,7 @@ ExperimentResult Experiment::probe() {
       "theory gives E[ISR^2].\n\n{}\n"
       "Softmax ISR under each sharpness rule (median, theory RMS in brackets), L = {}, "
       "beta_0 = {}:\n\n{}\n![probe](probe.png)\n",
-      rc.probe_trials, rc.probe_rule_m_max, r.seconds, r.config.trials, r.config.queries,
+      size.probe_trials, size.probe_rule_m_max, r.seconds, r.config.trials, r.config.queries,
       markdown_table({"store", "median crossing", "trial range", "RMS crossing ± sem", "theory",
                       "RMS / theory"},
                      rows),

@@ -47,17 +47,16 @@ std::pair<double, double> fit_linear_quadratic(const std::vector<double>& x,
 
 namespace {
 
-// The probe's effort and reach in the scaling experiment.
+// The probe's effort and reach in the scaling experiment (its row's sizes).
 struct ScalingPlan {
   int64_t trials, queries;
   double probe_limit;  // largest theory capacity probed
   std::vector<int64_t> dims;
-  explicit ScalingPlan(bool quick)
-      : trials(quick ? 1 : 4),
-        queries(quick ? 128 : 256),
-        probe_limit(quick ? 20000 : 200000),
-        dims(quick ? std::vector<int64_t>{16, 32, 64, 128}
-                   : std::vector<int64_t>{16, 32, 64, 128, 256}) {}
+  explicit ScalingPlan(const ExperimentSizes& s)
+      : trials(s.scaling_trials),
+        queries(s.scaling_queries),
+        probe_limit(s.scaling_probe_limit),
+        dims(s.scaling_dims) {}
 };
 
 // A store at one value of the variable swept: its capacity from theory, and from the probe where
@@ -254,7 +253,7 @@ std::string scaling_plot_script(const std::string& f) {
 }  // namespace
 
 ExperimentResult Experiment::scaling() {
-  const ScalingPlan plan(config_.quick);
+  const ScalingPlan plan(sizes());
   const std::vector<CapacityPoint> pts = capacity_points(plan);
   const Fits fits = fit_capacities(pts);
   const auto [table, isr_rows] = isr_table(plan);

@@ -85,13 +85,9 @@ std::string sharpness_plot_script(const std::string& f) {
 }  // namespace
 
 ExperimentResult Experiment::sharpness() {
-  // the default also goes past 8, where the logits of a trained head saturate
-  std::vector<double> scales = {0.25, 0.5, 1, 2, 4, 8};
-  if (!config_.quick) scales.push_back(32);
-  const int64_t seeds = config_.quick ? 1 : 3;
-  // mqar-tiny's own budget; quick: 300 steps, where every scale has recalled (by step 200 at 2
-  // threads) and the sweep's claims, at initialisation, hold whatever the steps
-  const int64_t steps = this->steps(config_.quick ? 300 : 1000);
+  const std::vector<double>& scales = sizes().sharpness_scales;
+  const int64_t seeds = sizes().sharpness_seeds;
+  const int64_t steps = this->steps(sizes().sharpness_steps);
   json points = json::array();
   std::ostringstream data;  // index 0: one row per run; index 1: the means per scale
   std::vector<std::vector<std::string>> rows;

@@ -38,33 +38,106 @@ ExperimentResult run_with(const ExperimentConfig& config) {
 }
 }  // namespace
 
+// The rows, each with its sizes: quick keeps each experiment's claim visible in about a minute of
+// 2 cores, the default gives the seeds and points that the figures rest on.
 const std::vector<ExperimentRow>& experiment_rows() {
+  using R = std::vector<BetaRule>;
   static const std::vector<ExperimentRow> rows = {
       {"theory", "capacity of random stores from the exact theory, beside the essay's figures",
-       false, run_with<&Experiment::theory>},
+       false, [](ExperimentSizes&, bool) {}, run_with<&Experiment::theory>},
       {"probe", "the probe's measured capacities beside theory, and the ISR under each rule", false,
+       [](ExperimentSizes& s, bool quick) {
+         s.probe_trials = quick ? 2 : 8;
+         // quick: 256 L, the curves at 16 L and 256 L in a quarter of the time
+         s.probe_rule_m_max = int64_t{1} << (quick ? 18 : 22);
+       },
        run_with<&Experiment::probe>},
       {"mqar", "mqar-extrapolate trained under each rule, accuracy at 1x to 64x its length", true,
+       [](ExperimentSizes& s, bool quick) {
+         // every seed forms its recall within a few hundred steps: quick keeps the steps and
+         // drops seeds, rules and lengths
+         s.mqar_steps = 1000;
+         s.mqar_seeds = quick ? 2 : 5;
+         s.mqar_rules = quick ? R{BetaRule::kNone, BetaRule::kSu}
+                              : R{BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
+         s.extrapolate_lengths =
+             quick ? std::vector<int64_t>{1, 4, 16, 64} : std::vector<int64_t>{1, 2, 4, 16, 64};
+         s.extrapolate_batches = 1;
+       },
        run_with<&Experiment::mqar>},
       {"heads", "which heads of mqar's rule-less run recall, and their ISR with the length", true,
+       [](ExperimentSizes& s, bool quick) {
+         // inspect reads every weight of the long prompts: quick stops at 16x
+         s.inspect_lengths =
+             quick ? std::vector<int64_t>{1, 4, 16} : std::vector<int64_t>{1, 2, 4, 16, 64};
+       },
        run_with<&Experiment::heads>},
       {"fit", "trained stores against written ones of the same width", true,
+       [](ExperimentSizes& s, bool quick) {
+         s.fit_widths = quick ? std::vector<int64_t>{8} : std::vector<int64_t>{8, 16, 32, 64};
+         s.fit_steps = quick ? 400 : 1000;
+       },
        run_with<&Experiment::fit>},
       {"facts-kv", "facts in an MLP against learned key-values at equal parameters", true,
+       [](ExperimentSizes& s, bool quick) { s.facts_kv_steps = quick ? 1500 : 8000; },
        run_with<&Experiment::facts_kv>},
       {"sharpness", "mqar trained at attn_scale 0.25 to 8: accuracy, gradient and entropy", true,
+       [](ExperimentSizes& s, bool quick) {
+         // the default also goes past 8, where the logits of a trained head saturate
+         s.sharpness_scales = {0.25, 0.5, 1, 2, 4, 8};
+         if (!quick) s.sharpness_scales.push_back(32);
+         s.sharpness_seeds = quick ? 1 : 3;
+         // mqar-tiny's own budget; quick: 300 steps, where every scale has recalled (by step 200
+         // at 2 threads) and the sweep's claims, at initialisation, hold whatever the steps
+         s.sharpness_steps = quick ? 300 : 1000;
+       },
        run_with<&Experiment::sharpness>},
       {"scaling", "capacity against d_k, relu power, exp terms and beta: slopes beside the essay's",
-       false, run_with<&Experiment::scaling>},
+       false,
+       [](ExperimentSizes& s, bool quick) {
+         s.scaling_trials = quick ? 1 : 4;
+         s.scaling_queries = quick ? 128 : 256;
+         s.scaling_probe_limit = quick ? 20000 : 200000;
+         s.scaling_dims = quick ? std::vector<int64_t>{16, 32, 64, 128}
+                                : std::vector<int64_t>{16, 32, 64, 128, 256};
+       },
+       run_with<&Experiment::scaling>},
       {"facts", "facts to saturation per feed-forward kind at equal parameters", true,
+       [](ExperimentSizes& s, bool quick) {
+         s.facts_exposures = quick ? 64 : 128;
+         s.facts_grid =
+             quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384};
+         s.facts_longer = quick ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 4};
+       },
        run_with<&Experiment::facts>},
       {"lm", "learned key-values instead of the feed-forward layer, on language", true,
+       [](ExperimentSizes& s, bool quick) {
+         s.lm_seeds = quick ? 1 : 3;
+         s.lm_steps = quick ? 150 : 600;
+       },
        run_with<&Experiment::lm>},
       {"extrapolation",
        "length extrapolation with and without positions, and in the essay's store, per rule", true,
+       [](ExperimentSizes& s, bool quick) {
+         // the trained pairs: the rules mqar trains (quick: none alone)
+         s.fixed_pairs_rules = quick ? R{BetaRule::kNone} : s.mqar_rules;
+         s.reference_trials = quick ? 1 : 4;
+         s.store_steps = 1000;
+         s.store_seeds = quick ? 1 : 5;
+         s.store_rules = quick ? R{BetaRule::kNone, BetaRule::kSu}
+                               : R{BetaRule::kNone, BetaRule::kSu, BetaRule::kSsmax};
+         s.store_lengths = quick ? std::vector<int64_t>{1, 16, 64}
+                                 : std::vector<int64_t>{1, 4, 16, 32, 64, 128, 256};
+       },
        run_with<&Experiment::extrapolation>},
   };
   return rows;
+}
+
+ExperimentSizes experiment_sizes(bool quick) {
+  ExperimentSizes s;
+  for (const ExperimentRow& r : experiment_rows()) r.sizes(s, quick);
+  return s;
 }
 
 const ExperimentRow& experiment_row(const std::string& name) {
@@ -78,10 +151,6 @@ std::vector<std::string> experiment_names() {
   std::vector<std::string> names;
   for (const ExperimentRow& r : experiment_rows()) names.push_back(r.name);
   return names;
-}
-
-int64_t facts_exposures(bool quick) {
-  return quick ? 64 : 128;
 }
 
 void ExperimentConfig::validate() const {
@@ -103,7 +172,7 @@ void ExperimentConfig::validate() const {
                   std::find(kinds.begin(), kinds.end(), k) != kinds.end(),
               fmt::format("--more-kinds {}: use 'all' alone or names among {}",
                           fmt::join(more_kinds, ","), fmt::join(kinds, ", ")));
-  const int64_t ranked = facts_exposures(quick);
+  const int64_t ranked = experiment_sizes(quick).facts_exposures;
   for (size_t i = 0; i < more_exposures.size(); ++i) {
     const int64_t e = more_exposures[i];
     check_arg(e > (i == 0 ? ranked : more_exposures[i - 1]) && e <= 1000000,

@@ -14,30 +14,6 @@ namespace recall {
 
 namespace fs = std::filesystem;
 
-ReportConfig ReportConfig::make(const std::string& out_dir, bool quick) {
-  ReportConfig c;
-  c.out_dir = out_dir;
-  c.quick = quick;
-  if (quick) {
-    c.probe_trials = 2;
-    c.probe_rule_m_max = int64_t{1}
-                         << 18;  // 256 L: the curves at 16 L and 256 L, a quarter the time
-    // mqar-extrapolate forms its recall within a few hundred steps for every seed: quick keeps
-    // the steps and drops seeds, rules and lengths
-    c.mqar_seeds = 2;
-    c.mqar_rules = {BetaRule::kNone, BetaRule::kSu};
-    c.extrapolate_lengths = {1, 4, 16, 64};
-    c.inspect_lengths = {1, 4, 16};
-    c.store_seeds = 1;
-    c.store_rules = {BetaRule::kNone, BetaRule::kSu};
-    c.store_lengths = {1, 16, 64};
-    c.fit_widths = {8};
-    c.fit_steps = 400;
-    c.facts_steps = 1500;
-  }
-  return c;
-}
-
 std::string markdown_table(const std::vector<std::string>& header,
                            const std::vector<std::vector<std::string>>& rows) {
   std::string out = "| " + fmt::format("{}", fmt::join(header, " | ")) + " |\n|";

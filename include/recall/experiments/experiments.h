@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "recall/models/transformer.h"
+#include "recall/stores/beta_rule.h"
 #include "recall/train/task.h"
 #include "recall/train/trainer.h"
 
@@ -58,14 +59,60 @@ struct ExperimentResult {
   double seconds = 0;
 };
 
+// Every experiment's sizes, a block per row of experiment_rows(), each block set, quick or not, by
+// its row's `sizes`. A later row reads an earlier one's block where it reads that row's runs
+// (heads and extrapolation train and read mqar's runs at mqar's sizes).
+struct ExperimentSizes {
+  // probe: trials per point, and the largest M of the rule curves (M = L, 2L, ...; L = 1024)
+  int64_t probe_trials = 0, probe_rule_m_max = 0;
+  // mqar: mqar-extrapolate's steps, seeds per rule, the rules trained (none first: its runs are
+  // also read under qwen and yarn, which leave beta unchanged up to the training length), the
+  // multiples of its length scored, and the evaluation batches per point
+  int64_t mqar_steps = 0, mqar_seeds = 0, extrapolate_batches = 0;
+  std::vector<BetaRule> mqar_rules;
+  std::vector<int64_t> extrapolate_lengths;
+  // heads: the multiples at which mqar's heads are read (extrapolation's curves too)
+  std::vector<int64_t> inspect_lengths;
+  // fit: the stores' widths and the steps of each fit
+  std::vector<int64_t> fit_widths;
+  int64_t fit_steps = 0;
+  // facts-kv: the steps of each run
+  int64_t facts_kv_steps = 0;
+  // sharpness: the attn_scale values, seeds per value and steps
+  std::vector<double> sharpness_scales;
+  int64_t sharpness_seeds = 0, sharpness_steps = 0;
+  // scaling: the probe's trials and queries, the largest theory capacity probed, the d_k swept
+  int64_t scaling_trials = 0, scaling_queries = 0;
+  double scaling_probe_limit = 0;
+  std::vector<int64_t> scaling_dims;
+  // facts: exposures per fact (steps x batch / facts) at which the kinds are ranked, the numbers of
+  // facts, and the multiples of the largest table's steps at which the best kind trains again
+  int64_t facts_exposures = 0;
+  std::vector<int64_t> facts_grid;
+  std::vector<int64_t> facts_longer;
+  // lm: seeds per kind and steps
+  int64_t lm_seeds = 0, lm_steps = 0;
+  // extrapolation: the rules of the variant with the trained pairs (the growing one takes mqar's),
+  // the random-store probe's trials beside the heads, then mqar-store (the essay's store: unit q
+  // and k, beta fixed): steps, seeds per rule, the rules trained (qwen and yarn equal none up to
+  // L: the none runs are read under them) and the multiples scored
+  std::vector<BetaRule> fixed_pairs_rules;
+  int64_t reference_trials = 0;
+  int64_t store_steps = 0, store_seeds = 0;
+  std::vector<BetaRule> store_rules;
+  std::vector<int64_t> store_lengths;
+};
+
 // One row per experiment, in the report's order: `recall experiment NAME` runs one row, `recall
 // report` every row, its sections 1 to 11 in this order. Adding an experiment is a row
 // (experiments.cpp) and its file src/experiments/experiment_<name>.cpp (README, "Adding an
-// experiment"). Its sizes, quick or not, are ReportConfig::make's.
+// experiment").
 struct ExperimentRow {
   std::string name;
   std::string claim;  // what it shows, in one line: the help and the report's progress
   bool trains;        // it trains models (--steps sets their steps)
+  // Sets the row's block of ExperimentSizes, quick (rough numbers in about a minute) or not.
+  std::function<void(ExperimentSizes&, bool quick)> sizes;
   // Runs it into config.out_dir, reusing the runs found in config.out_dir/runs.
   std::function<ExperimentResult(const ExperimentConfig&)> run;
 };
@@ -74,8 +121,8 @@ const std::vector<ExperimentRow>& experiment_rows();
 const ExperimentRow& experiment_row(const std::string& name);
 std::vector<std::string> experiment_names();
 
-// The exposures per fact (steps x batch / facts) at which the facts experiment ranks the kinds.
-int64_t facts_exposures(bool quick);
+// Every row's sizes, quick or not.
+ExperimentSizes experiment_sizes(bool quick);
 
 // Runs (or, where its runs exist in out_dir/runs, reuses) one experiment and writes its files.
 ExperimentResult run_experiment(const ExperimentConfig& config);
