@@ -49,9 +49,11 @@ ForecastReport forecast_checkpoint(Restored& restored, const ForecastConfig& con
     report.accuracy.push_back(forecast_accuracy(model, reading, rule));
   }
   report.prescription =
-      prescribe([&](BetaRule r) { return forecast_layered(model, reading, r); }, config.level);
-  report.by_accuracy = prescribe_accuracy(
-      [&](BetaRule r) { return forecast_accuracy(model, reading, r); }, config.accuracy);
+      prescribe([&](BetaRule r) { return forecast_layered(model, reading, r); }, config.level,
+                [&](BetaRule r, const auto& held, double level) {
+                  return forecast_layered_holds(model, reading, r, held, level);
+                });
+  report.by_accuracy = prescribe_accuracy(model, reading, config.accuracy);
   report.critical = critical_scaling(model, reading, report.prescription.held);
   return report;
 }

@@ -35,8 +35,10 @@ double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vecto
 namespace {
 
 // Adds one multiple to f: per head, the median of its queries' ISR; their mean over the heads.
-void add_multiple(IsrForecast& f,
-                  const std::map<std::pair<int64_t, int64_t>, std::vector<double>>& by_head) {
+// per (layer, head), the ISR of each of its queries
+using HeadQueries = std::map<std::pair<int64_t, int64_t>, std::vector<double>>;
+
+void add_multiple(IsrForecast& f, const HeadQueries& by_head) {
   double total = 0;
   for (const auto& [key, isr] : by_head) {
     const int64_t layer = key.first, head = key.second;  // a lambda may capture these (C++17)
@@ -222,30 +224,54 @@ LongerContext longer_context(const std::vector<torch::Tensor>& at_rule, int64_t 
 
 }  // namespace
 
+namespace {
+
+// Each recalling head's query ISRs at m times the training length, every layer emulating it under
+// `at_rule` (rule_scales to the last multiple): what forecast_layered reads at one multiple.
+HeadQueries layered_at(Transformer& model, const ForecastReading& reading,
+                       const std::vector<torch::Tensor>& at_rule, int64_t m) {
+  const LongerContext longer = longer_context(at_rule, reading.seq_len, m);
+  const QueryReading q = [&] {
+    Emulating on(model, longer.scale, longer.count);
+    return read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, longer.scale);
+  }();
+  HeadQueries by_head;
+  for (const ForecastQuery& fq : q.queries)  // d_j and beta at the rule's multiplier
+    by_head[{fq.layer, fq.head}].push_back(query_isr(fq, m, 1.0, &q.pools.at({fq.layer, fq.head})));
+  return by_head;
+}
+
+}  // namespace
+
 IsrForecast forecast_layered(Transformer& model, const ForecastReading& reading, BetaRule rule) {
-  const int64_t T = reading.seq_len;
-  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * T);
+  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * reading.seq_len);
   IsrForecast f;
   f.rule = rule;
   f.multiples = reading.multiples;
   f.pairs = reading.pairs;
-  for (int64_t m : reading.multiples) {
-    const LongerContext longer = longer_context(at_rule, T, m);
-    const QueryReading q = [&] {
-      Emulating on(model, longer.scale, longer.count);
-      return read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, longer.scale);
-    }();
-    std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
-    for (const ForecastQuery& fq : q.queries)  // d_j and beta at the rule's multiplier
-      by_head[{fq.layer, fq.head}].push_back(
-          query_isr(fq, m, 1.0, &q.pools.at({fq.layer, fq.head})));
-    add_multiple(f, by_head);
-  }
+  for (int64_t m : reading.multiples) add_multiple(f, layered_at(model, reading, at_rule, m));
   if (f.heads > 0) f.overflow_pairs = crossing(f.pairs, f.isr);
   f.beta = reading.beta;
   f.gap_median = reading.gap_median;
   f.gap_p10 = reading.gap_p10;
   return f;
+}
+
+bool forecast_layered_holds(Transformer& model, const ForecastReading& reading, BetaRule rule,
+                            const std::set<std::pair<int64_t, int64_t>>& held, double level) {
+  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * reading.seq_len);
+  for (auto m = reading.multiples.rbegin(); m != reading.multiples.rend(); ++m) {
+    // the mean over the held heads of each one's median, in held_heads' order (by layer, head)
+    double total = 0;
+    int64_t heads = 0;
+    for (const auto& [key, isr] : layered_at(model, reading, at_rule, *m))
+      if (held.count(key)) {
+        total += summarize(isr).median;
+        ++heads;
+      }
+    if (heads > 0 && total / static_cast<double>(heads) > level) return false;
+  }
+  return true;
 }
 
 IsrForecast forecast_under(Transformer& model, const ForecastReading& reading, BetaRule rule) {
@@ -268,26 +294,43 @@ std::vector<IsrForecast> forecast_isr(Transformer& model, const TrainConfig& con
   return out;
 }
 
+namespace {
+
+// The share of the scored answers the model gets right on the prompts read, every layer emulating
+// m times the training length under `at_rule` (rule_scales to the last multiple). Only the scored
+// rows reach the head: (scored, vocab) logits, not (B, T, vocab).
+double accuracy_at(Transformer& model, const ForecastReading& reading,
+                   const std::vector<torch::Tensor>& at_rule, int64_t m) {
+  torch::NoGradGuard no_grad;
+  const auto device = model->parameters().front().device();
+  const LongerContext longer = longer_context(at_rule, reading.seq_len, m);
+  Emulating on(model, longer.scale, longer.count, /*quadrature=*/true);
+  double right = 0, scored = 0;
+  for (const Batch& b : reading.prompts) {
+    const auto mask = b.mask.to(torch::kBool);                                         // (B, T)
+    const auto guess = model->forward_at(b.x.to(device), mask.to(device)).argmax(-1);  // (scored,)
+    right += (guess.cpu() == b.y.index({mask})).sum().item<double>();
+    scored += static_cast<double>(guess.size(0));
+  }
+  return scored > 0 ? right / scored : 0.0;
+}
+
+}  // namespace
+
 std::vector<double> forecast_accuracy(Transformer& model, const ForecastReading& reading,
                                       BetaRule rule) {
-  torch::NoGradGuard no_grad;
-  const int64_t T = reading.seq_len;
-  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * T);
-  const auto device = model->parameters().front().device();
+  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * reading.seq_len);
   std::vector<double> out;
-  for (int64_t m : reading.multiples) {
-    const LongerContext longer = longer_context(at_rule, T, m);
-    Emulating on(model, longer.scale, longer.count, /*quadrature=*/true);
-    double right = 0, scored = 0;
-    for (const Batch& b : reading.prompts) {
-      const auto mask = b.mask.to(torch::kBool);  // (B, T) the answers scored
-      const auto guess = model->forward(b.x.to(device)).argmax(-1).cpu();  // (B, T)
-      right += ((guess == b.y) & mask).sum().item<double>();
-      scored += mask.sum().item<double>();
-    }
-    out.push_back(scored > 0 ? right / scored : 0.0);
-  }
+  for (int64_t m : reading.multiples) out.push_back(accuracy_at(model, reading, at_rule, m));
   return out;
+}
+
+bool forecast_accuracy_holds(Transformer& model, const ForecastReading& reading, BetaRule rule,
+                             double level) {
+  const auto at_rule = rule_scales(model, rule, reading.multiples.back() * reading.seq_len);
+  for (auto m = reading.multiples.rbegin(); m != reading.multiples.rend(); ++m)
+    if (accuracy_at(model, reading, at_rule, *m) < level) return false;
+  return true;
 }
 
 IsrForecast held_heads(const IsrForecast& f) {
@@ -305,7 +348,8 @@ IsrForecast held_heads(const IsrForecast& f) {
   return out;
 }
 
-Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level) {
+Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level,
+                       const HeldBelow& below) {
   check_arg(std::isfinite(level) && level > 0,
             fmt::format("the ISR level {}: must be a number > 0", level));
   Prescription p;
@@ -332,7 +376,10 @@ Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, dou
     return p;
   }
   // The ISR need not fall monotonically in c: a key above the read one grows with it.
-  const auto holds_at = [&](double c) { return holds(under(c)); };
+  // log:c is rule none up to the training length, so the heads held at 1x are those of c = 0
+  const auto holds_at = [&](double c) {
+    return below ? below(BetaRule::log(c), p.held, level) : holds(under(c));
+  };
   const auto c = smallest_c(holds_at);
   if (!c) {
     p.why_none = fmt::format("no c up to 1,000 holds the forecast ISR at or below {:.3g}", level);
@@ -370,22 +417,22 @@ double typed_c(double c, const std::function<bool(double)>& holds) {
   return holds(up) ? up : c;
 }
 
-AccuracyPrescription prescribe_accuracy(
-    const std::function<std::vector<double>(BetaRule)>& accuracy, double level) {
+AccuracyPrescription prescribe_accuracy(Transformer& model, const ForecastReading& reading,
+                                        double level) {
   check_arg(std::isfinite(level) && level > 0 && level < 1,
             fmt::format("the accuracy level {}: must be a number in (0, 1)", level));
   AccuracyPrescription p;
   p.level = level;
-  auto holds = [&](const std::vector<double>& a) {
-    return std::all_of(a.begin(), a.end(), [&](double x) { return x >= level; });
-  };
-  const auto at_1x = accuracy(BetaRule::log(0));
-  if (!at_1x.empty() && at_1x.front() < level) {  // log:c is rule none up to the training length
+  const double at_1x =
+      accuracy_at(model, reading, rule_scales(model, BetaRule::log(0), reading.seq_len), 1);
+  if (at_1x < level) {  // log:c is rule none up to the training length
     p.why_none = fmt::format("the accuracy at the training length, {:.3g}, is below {:.3g} already",
-                             at_1x.front(), level);
+                             at_1x, level);
     return p;
   }
-  const auto holds_at = [&](double c) { return holds(accuracy(BetaRule::log(c))); };
+  const auto holds_at = [&](double c) {
+    return forecast_accuracy_holds(model, reading, BetaRule::log(c), level);
+  };
   p.c = smallest_c(holds_at);
   if (!p.c) {
     p.why_none =
@@ -393,7 +440,7 @@ AccuracyPrescription prescribe_accuracy(
     return p;
   }
   p.c = typed_c(*p.c, holds_at);
-  p.accuracy = accuracy(BetaRule::log(*p.c));
+  p.accuracy = forecast_accuracy(model, reading, BetaRule::log(*p.c));
   return p;
 }
 

@@ -359,6 +359,9 @@ std::string Experiment::extrapolation_store(const ExperimentSizes& size) {
         random.count(f.rule) ? random.at(f.rule) : std::vector<std::optional<double>>(f.isr.size());
   const ForecastTable ft = forecast_table(forecasts);
   write_forecast_plot(forecasts, path("extrapolation_store_isr.png"));
+  const StorePrescription prescribed =
+      store_prescription(points, config_.out_dir, size.store_lengths.back(),
+                         size.extrapolate_batches, context().device);
 
   std::vector<std::string> header{"trained", "evaluated", "runs"};
   for (size_t i = 0; i < curves.front().multiples.size(); ++i)
@@ -412,6 +415,7 @@ std::string Experiment::extrapolation_store(const ExperimentSizes& size) {
               {"points", json::parse(extrapolate_json(points))["points"]},
               {"curves", fits},
               {"forecast", ft.rows},
+              {"prescription", prescribed.json},
               {"unlearned_runs", unlearned},
               {"target", target_json}});
   write_extrapolate_plot(points, path("extrapolation_store.png"), /*memories=*/true);
@@ -431,13 +435,13 @@ std::string Experiment::extrapolation_store(const ExperimentSizes& size) {
       "forecast / the ISR that inspect measured on the longer prompts (to 64x) / the median ISR "
       "of a random softmax store with the heads' d_k and beta, holding as many unit keys as the "
       "context has tokens (4 per memory), under the same rule.\n\n{}\n"
-      "![extrapolation_store_isr](extrapolation_store_isr.png)\n",
+      "![extrapolation_store_isr](extrapolation_store_isr.png)\n\n{}",
       size.store_steps, size.store_seeds, rule_list(size.store_rules, ","),
       fmt::join(size.store_lengths, ","), recipe.model.attn_scale,
       MqarTask::value_begin(recipe.model.vocab_size, recipe.task.mqar_values) - 1,
       recipe.task.mqar_values, curves.front().pairs.front(), curves.front().pairs.back(),
       left_out.empty() ? "none" : left_out, markdown_table(header, rows), verdict, ft.verdict,
-      ft.markdown);
+      ft.markdown, prescribed.markdown);
 }
 
 }  // namespace recall::experiment_detail

@@ -342,12 +342,15 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
     // to 64x it does not (0.75 when written): c > 0, and 0.9 c falls short
     const ForecastReading far = read_forecast(r.model, r.config, forecast_multiples(64), 1);
     const auto at = [&](BetaRule rule) { return forecast_accuracy(r.model, far, rule); };
-    const AccuracyPrescription p = prescribe_accuracy(at, 0.96);
+    const AccuracyPrescription p = prescribe_accuracy(r.model, far, 0.96);
     ASSERT_TRUE(p.c) << p.why_none;
     ASSERT_GT(*p.c, 0);
     for (double a : p.accuracy) EXPECT_GE(a, 0.96);
     const auto below = at(BetaRule::log(0.9 * *p.c));
     EXPECT_LT(*std::min_element(below.begin(), below.end()), 0.96);
+    // the early-stopping test the search runs says the same as the whole rows
+    EXPECT_TRUE(forecast_accuracy_holds(r.model, far, BetaRule::log(*p.c), 0.96));
+    EXPECT_FALSE(forecast_accuracy_holds(r.model, far, BetaRule::log(0.9 * *p.c), 0.96));
   }
   {
     torch::NoGradGuard no_grad;
@@ -360,6 +363,24 @@ TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
     const auto at = forecast_accuracy(r.model, reading, BetaRule::kNone);
     EXPECT_NEAR(at[0], right / scored, 1.5 / scored);  // an argmax tie may fall either way
     EXPECT_NEAR(j["forecasts"][0]["accuracy"][0].get<double>(), at[0], 1e-12);
+  }
+  {
+    // the early-stopping test the search runs says what the whole forecast says, either side of c
+    std::set<std::pair<int64_t, int64_t>> held;
+    for (const HeadIsr& h :
+         held_heads(forecast_layered(r.model, reading, BetaRule::kNone)).per_head)
+      held.insert({h.layer, h.head});
+    ASSERT_FALSE(held.empty());
+    for (double f : {0.5, 0.9, 1.0, 2.0}) {
+      const BetaRule rule = BetaRule::log(f * c);
+      const IsrForecast whole = held_heads(forecast_layered(r.model, reading, rule));
+      const bool holds =
+          std::all_of(whole.isr.begin(), whole.isr.end(), [](double isr) { return isr <= 0.2; });
+      EXPECT_EQ(forecast_layered_holds(r.model, reading, rule, held, 0.2), holds) << f;
+      if (f == 1.0) {
+        EXPECT_TRUE(holds);
+      }
+    }
   }
   const auto weaker = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::log(0.9 * c)}, 2);
   EXPECT_GT(*std::max_element(weaker[0].isr.begin(), weaker[0].isr.end()), 0.2);

@@ -167,6 +167,11 @@ struct Prescription {
 // Leaves the model as it was.
 std::vector<double> forecast_accuracy(Transformer& model, const ForecastReading& reading,
                                       BetaRule rule);
+// Whether forecast_accuracy under `rule` stays at or above `level` at every multiple: the same
+// numbers, read from the last multiple down (where a rule too weak fails first), and stopped at the
+// first below.
+bool forecast_accuracy_holds(Transformer& model, const ForecastReading& reading, BetaRule rule,
+                             double level);
 
 // The smallest c in [0, 1000] for which holds(c), to a relative 1e-4: 0 where it holds there,
 // else a geometric scan from 1e-3 by 1.25 for the first c that holds (holds need not be monotone in
@@ -183,15 +188,26 @@ struct AccuracyPrescription {
   std::string why_none;
   std::vector<double> accuracy;  // forecast_accuracy under log:c where c was found
 };
-AccuracyPrescription prescribe_accuracy(
-    const std::function<std::vector<double>(BetaRule)>& accuracy, double level);
+AccuracyPrescription prescribe_accuracy(Transformer& model, const ForecastReading& reading,
+                                        double level);
 
 // `f` over the recalling heads that hold their memories at the training length, ISR < 1 there:
 // the heads the prescription holds.
 IsrForecast held_heads(const IsrForecast& f);
 
+// Whether the mean forecast ISR of the `held` heads (forecast_layered, then held_heads) stays at or
+// below `level` at every multiple under `rule`: the same numbers, read from the last multiple down
+// and stopped at the first above.
+bool forecast_layered_holds(Transformer& model, const ForecastReading& reading, BetaRule rule,
+                            const std::set<std::pair<int64_t, int64_t>>& held, double level);
+using HeldBelow =
+    std::function<bool(BetaRule, const std::set<std::pair<int64_t, int64_t>>& held, double level)>;
+
 // `forecast(rule)` forecasts the ISR under a rule (forecast_layered for a model). c is found to a
-// relative 1e-4, then rounded up to three significant digits where those hold too.
-Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level);
+// relative 1e-4, then rounded up to three significant digits where those hold too. `below`, where
+// given, answers each step of the search as the held heads of `forecast` would, more cheaply
+// (forecast_layered_holds).
+Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level,
+                       const HeldBelow& below = {});
 
 }  // namespace recall
