@@ -88,7 +88,7 @@ StepPart part_of_op(const char* name) {
   if (one_of(name, {"aten::cross_entropy_loss", "aten::log_softmax", "aten::_log_softmax",
                     "aten::_log_softmax_backward_data"}) ||
       starts(name, "aten::nll_loss") || starts(name, "LogSoftmaxBackward") ||
-      starts(name, "NllLoss"))
+      starts(name, "recall::cross_entropy") || starts(name, "NllLoss"))
     return StepPart::kLoss;
   if (starts(name, "recall::gemm") ||
       one_of(name, {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",

@@ -20,9 +20,9 @@ namespace {
 // -1: follow the environment; otherwise the Kernels value of the active override.
 std::atomic<int> g_override{-1};
 
-constexpr std::array<const char*, 8> kFastKernelNames = {
-    "sgemm", "bf16_gemm",  "attention",     "layer_norm",
-    "adamw", "probe_tile", "data_parallel", "bf16_as_float"};
+constexpr std::array<const char*, 10> kFastKernelNames = {
+    "sgemm",      "bf16_gemm",     "attention",     "layer_norm",   "adamw",
+    "probe_tile", "data_parallel", "bf16_as_float", "cross_entropy"};
 std::array<std::atomic<int64_t>, kFastKernelNames.size()> g_calls{};
 
 }  // namespace

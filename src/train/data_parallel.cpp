@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "recall/ops/cross_entropy.h"
 #include "recall/ops/kernels.h"
 #include "recall/ops/precision.h"
 
@@ -23,10 +24,7 @@ torch::Tensor scored_loss(Transformer& model, const torch::Tensor& x, const torc
                           const torch::Tensor& mask, double scale) {
   const AutocastScope autocast(x.device());  // bf16 products where the fast paths do not run
   auto logits = model->forward_at(x, mask).to(torch::kFloat32);  // (scored, vocab)
-  namespace F = torch::nn::functional;
-  return F::cross_entropy(logits, y.index({mask}),
-                          F::CrossEntropyFuncOptions().reduction(torch::kSum)) *
-         scale;
+  return cross_entropy_sum(logits, y.index({mask})) * scale;
 }
 
 // n threads that live for the whole process, each running torch single-threaded; run(task) calls

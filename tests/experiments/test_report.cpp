@@ -214,8 +214,8 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
     }
   EXPECT_TRUE(forecast_none) << store["forecast"];
   // The prescription, forecast from 1x, then measured at 64x: on the forecast accuracy, c holds
-  // accuracy >= 0.95 and c/2 does not (when written, on 2 threads: c 0.153, accuracy 0.987 at c,
-  // 0.037 above the level, and 0.607 at c/2, 0.343 below it).
+  // accuracy >= 0.95 and c/2 does not (when written, on 2 threads: c 0.148, accuracy 0.993 at c,
+  // 0.043 above the level, and 0.882 at c/2, 0.068 below it).
   ASSERT_EQ(store["prescription"].size(), 1u) << store["prescription"];
   const auto& by_accuracy = store["prescription"][0]["by_accuracy"];
   ASSERT_FALSE(by_accuracy["c"].is_null()) << by_accuracy;

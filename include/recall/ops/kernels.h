@@ -1,8 +1,9 @@
 // Which kernels the fast paths run. Every fast path of the library (the GEMMs and fused linear
-// layers, causal attention, LayerNorm, the fused AdamW step, the data-parallel backward) asks
-// reference_kernels() and, when it is true, runs its plain torch-ops reference instead, so that a
-// whole training run can be compared against torch's own ops. The environment variable
-// RECALL_KERNELS (`fast`, the default, or `reference`) is read once; tests override it in scope.
+// layers, causal attention, LayerNorm, RMSNorm, the loss, the fused AdamW step, the data-parallel
+// backward) asks reference_kernels() and, when it is true, runs its plain torch-ops reference
+// instead, so that a whole training run can be compared against torch's own ops. The environment
+// variable RECALL_KERNELS (`fast`, the default, or `reference`) is read once; tests override it in
+// scope.
 //
 // The fast paths are CPU code: on any other device (CUDA) each runs its torch-ops reference, the
 // same code that RECALL_KERNELS=reference runs on the CPU. fast_kernels(device) is the one test.
@@ -43,6 +44,8 @@ inline bool fast_kernels(const c10::Device& device) {
 //   adamw          the fused AdamW step (recall/ops/fused_adamw.h), per step
 //   probe_tile     the probe's fused similarity tiles (recall/analysis/probe_fused.h), per trial
 //   data_parallel  the data-parallel step over several workers (recall/train/data_parallel.h)
+//   cross_entropy  the fused training loss (recall/ops/cross_entropy.h), per forward
+//   rms_norm       the fused RMSNorm (recall/ops/layer_norm.h), per forward
 enum class FastKernel {
   kSgemm,
   kBf16Gemm,
@@ -51,7 +54,9 @@ enum class FastKernel {
   kAdamW,
   kProbeTile,
   kDataParallel,
-  kBf16AsFloat  // an sgemm of operands holding bf16 values as float32 (the attention's blocks)
+  kBf16AsFloat,   // an sgemm of operands holding bf16 values as float32 (the attention's blocks)
+  kCrossEntropy,  // the fused training loss (recall/ops/cross_entropy.h), per forward
+  kRmsNorm        // the fused RMSNorm (recall/ops/layer_norm.h), per forward
 };
 std::string to_string(FastKernel k);
 std::vector<FastKernel> all_fast_kernels();

@@ -1,7 +1,8 @@
 // LayerNorm over the last dimension, y = (x - mean) / sqrt(var + eps) * weight (+ bias), with the
 // biased variance (as torch): a fused kernel (one vectorised pass per row each way, where torch's
 // kernels make several) beside its reference, torch::layer_norm. And RMSNorm, y = x / rms(x) *
-// weight, in plain torch ops: the blocks' norm and Qwen3's norm of each head's query and key.
+// weight, the same kernel with the mean taken as 0: the blocks' norm and Qwen3's norm of each
+// head's query and key.
 #pragma once
 #include "recall/core/torch.h"
 
@@ -21,7 +22,12 @@ torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& 
                                    const torch::Tensor& bias, double eps);
 
 // RMSNorm over the last dimension: x (..., D), weight (D,) -> x / sqrt(mean(x^2) + eps) * weight,
-// (..., D), as transformers' LlamaRMSNorm computes it in float32.
+// (..., D), as transformers' LlamaRMSNorm computes it in float32. The fused kernel (LayerNorm's,
+// with the mean taken as 0) on float32 CPU tensors under the fast kernels; rms_norm_reference
+// anywhere else.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// RMSNorm in torch's ops, differentiated by autograd: the fallback and the tests' reference.
+torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 }  // namespace recall

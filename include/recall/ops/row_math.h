@@ -1,8 +1,9 @@
 // Row-wise float kernels for the model's fused CPU paths: softmax over a causal prefix and its
-// backward, bias + exact GELU and its backward, LayerNorm and its backward, the reductions they
-// need, and the rounding of float32 to bfloat16 that the bf16 products take. Written on 16-float
-// vectors (GCC vector extensions; branch-free exp and erf) so that they vectorise; on x86-64 Linux
-// each kernel is also compiled for AVX2 and AVX-512 machines and picked at load time.
+// backward, bias + exact GELU and its backward, LayerNorm and its backward, the cross-entropy and
+// its backward, the reductions they need, and the rounding of float32 to bfloat16 that the bf16
+// products take. Written on 16-float vectors (GCC vector extensions; branch-free exp and erf) so
+// that they vectorise; on x86-64 Linux each kernel is also compiled for AVX2 and AVX-512 machines
+// and picked at load time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -190,15 +191,62 @@ RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float*
   }
 }
 
+// Cross-entropy rows of logits x (n, w) against targets y (n,): lse_i = log sum_j e^(x_ij), by
+// the row's maximum m_i, and loss_i = lse_i - x_i[y_i]. A NaN or infinite logit makes its row's
+// loss NaN (v - v is 0 for every finite v), as torch's log_softmax does, rather than a finite loss.
+RECALL_VECTOR_CLONES inline void cross_entropy_rows(const float* x, const int64_t* y, float* lse,
+                                                    float* loss, int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    const float m = max_of(xi, w);
+    Vec acc{}, finite{};
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(xi + j);
+      acc += exp_nonpositive(v - m);
+      finite += v - v;
+    }
+    float s = 0.0f, f = 0.0f;
+    for (; j < w; ++j) {
+      s += exp_nonpositive(xi[j] - m);
+      f += xi[j] - xi[j];
+    }
+    for (int k = 0; k < kLanes; ++k) {
+      s += acc[k];
+      f += finite[k];
+    }
+    lse[i] = m + std::log(s);
+    loss[i] = lse[i] - xi[y[i]] + f;
+  }
+}
+
+// Its backward for a loss summed over the rows and scaled by g: gx_ij = g (e^(x_ij - lse_i) -
+// [j = y_i]), the softmax less the target's one-hot, in one pass.
+RECALL_VECTOR_CLONES inline void cross_entropy_backward_rows(const float* x, const int64_t* y,
+                                                             const float* lse, float g, float* gx,
+                                                             int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    float* gi = gx + i * w;
+    const float l = lse[i];
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) store(gi + j, exp_nonpositive(load(xi + j) - l) * g);
+    for (; j < w; ++j) gi[j] = exp_nonpositive(xi[j] - l) * g;
+    gi[y[i]] -= g;
+  }
+}
+
 // LayerNorm over rows of w: y = (x - mean) * rstd * weight (+ bias), rstd = 1 / sqrt(var + eps),
-// the biased variance (as torch). Writes each row's mean and rstd. bias may be null.
+// the biased variance (as torch). Writes each row's mean and rstd. bias may be null. Without
+// `center` the mean is taken as 0: RMSNorm, y = x / sqrt(mean(x^2) + eps) * weight.
 RECALL_VECTOR_CLONES inline void layer_norm_rows(const float* x, const float* weight,
                                                  const float* bias, float* y, float* mean,
-                                                 float* rstd, int64_t n, int64_t w, float eps) {
+                                                 float* rstd, int64_t n, int64_t w, float eps,
+                                                 bool center = true) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xi = x + i * w;
     float* yi = y + i * w;
-    const float m = sum_of(xi, w) / static_cast<float>(w);
+    const float m = center ? sum_of(xi, w) / static_cast<float>(w) : 0.0f;
     Vec acc{};
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
@@ -222,11 +270,12 @@ RECALL_VECTOR_CLONES inline void layer_norm_rows(const float* x, const float* we
 
 // The LayerNorm backward over rows of w, with xhat = (x - mean) rstd and gh = g * weight:
 // gx = rstd (gh - mean_j(gh) - xhat mean_j(gh xhat)); gweight += sum_i g xhat; gbias += sum_i g.
+// Without `center` (RMSNorm, mean 0): gx = rstd (gh - xhat mean_j(gh xhat)).
 RECALL_VECTOR_CLONES inline void layer_norm_backward_rows(const float* g, const float* x,
                                                           const float* weight, const float* mean,
                                                           const float* rstd, float* gx,
                                                           float* gweight, float* gbias, int64_t n,
-                                                          int64_t w) {
+                                                          int64_t w, bool center = true) {
   const float inv_w = 1.0f / static_cast<float>(w);
   for (int64_t i = 0; i < n; ++i) {
     const float* gi = g + i * w;
@@ -254,7 +303,7 @@ RECALL_VECTOR_CLONES inline void layer_norm_backward_rows(const float* g, const 
       s_gh += acc_gh[k];
       s_ghx += acc_ghx[k];
     }
-    const float a = s_gh * inv_w, b = s_ghx * inv_w;
+    const float a = center ? s_gh * inv_w : 0.0f, b = s_ghx * inv_w;
     for (j = 0; j + kLanes <= w; j += kLanes) {
       const Vec xhat = (load(xi + j) - m) * r;
       store(oi + j, r * (load(gi + j) * load(weight + j) - a - xhat * b));
