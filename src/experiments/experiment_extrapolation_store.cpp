@@ -318,6 +318,68 @@ void write_forecast_plot(const std::vector<ForecastRow>& forecasts, const std::s
       1300, 650);
 }
 
+// A part of the section: its Markdown and its JSON.
+struct Section {
+  std::string markdown;
+  json data;
+};
+
+// The accuracy table: per (trained rule, rule at evaluation), mean [min, max] over the runs at
+// each multiple, and the same as JSON.
+Section accuracy_table(const std::vector<ExtrapolateCurve>& curves, const RunAccuracy& runs) {
+  std::vector<std::string> header{"trained", "evaluated", "runs"};
+  for (size_t i = 0; i < curves.front().multiples.size(); ++i)
+    header.push_back(
+        fmt::format("{}x: {} pairs", curves.front().multiples[i], curves.front().pairs[i]));
+  std::vector<std::vector<std::string>> rows;
+  json fits = json::array();
+  for (const auto& c : curves) {
+    std::vector<std::string> row{"`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
+                                 std::to_string(c.runs)};
+    json by = json::object();
+    for (int64_t m : c.multiples) {
+      const auto& a = runs.at({c.trained, c.rule}).at(m);
+      row.push_back(mean_range(a, "{:.3f}", "{:.2f}"));
+      by[std::to_string(m)] = a;
+    }
+    rows.push_back(row);
+    fits.push_back({{"trained_rule", to_string(c.trained)},
+                    {"rule", to_string(c.rule)},
+                    {"runs", c.runs},
+                    {"pairs", c.pairs},
+                    {"accuracy_by_multiple", by}});
+  }
+  return {markdown_table(header, rows), fits};
+}
+
+// Where the rule-less runs fall below 0.5 and whether a rule holds there: a sentence and its JSON
+// (null where they never fall below it).
+Section target_verdict(const std::optional<Target>& target) {
+  if (!target)
+    return {
+        "The rule-less runs kept a mean accuracy of 0.5 or more at every length read: the "
+        "store did not overflow here.",
+        nullptr};
+  return {fmt::format(
+              "At {}x ({} memories in context) the rule-less runs' mean accuracy is {:.3f}, below "
+              "0.5; there `{}` holds >= 0.95 in {} of {} runs: the target (>= 0.95 in 4 of 5) is "
+              "{}.{}",
+              target->multiple, target->pairs, target->none_mean, to_string(target->best),
+              target->holding, target->runs, target->met() ? "met" : "not met",
+              target->met() ? " Without a bound on the logits, training bought a margin that the "
+                              "memories could not overcome (the content-only model above); with "
+                              "the bound, the fixed-beta store overflows as the essay says it "
+                              "must, and a beta that grows with ln M keeps recall."
+                            : ""),
+          {{"multiple", target->multiple},
+           {"pairs", target->pairs},
+           {"none_mean", target->none_mean},
+           {"best_rule", to_string(target->best)},
+           {"runs_ge_0.95", target->holding},
+           {"runs", target->runs},
+           {"met", target->met()}}};
+}
+
 // Trains (or reuses) mqar-store under each of the report's rules and seeds, scores it at the
 // store's lengths (the none runs also under qwen and yarn) and returns the points of the runs
 // that learned at 1x; `unlearned` gets the others.
@@ -363,61 +425,18 @@ std::string Experiment::extrapolation_store(const ExperimentSizes& size) {
       store_prescription(points, config_.out_dir, size.store_lengths.back(),
                          size.extrapolate_batches, context().device);
 
-  std::vector<std::string> header{"trained", "evaluated", "runs"};
-  for (size_t i = 0; i < curves.front().multiples.size(); ++i)
-    header.push_back(
-        fmt::format("{}x: {} pairs", curves.front().multiples[i], curves.front().pairs[i]));
-  std::vector<std::vector<std::string>> rows;
-  json fits = json::array();
-  for (const auto& c : curves) {
-    std::vector<std::string> row{"`" + to_string(c.trained) + "`", "`" + to_string(c.rule) + "`",
-                                 std::to_string(c.runs)};
-    json by = json::object();
-    for (int64_t m : c.multiples) {
-      const auto& a = runs.at({c.trained, c.rule}).at(m);
-      row.push_back(mean_range(a, "{:.3f}", "{:.2f}"));
-      by[std::to_string(m)] = a;
-    }
-    rows.push_back(row);
-    fits.push_back({{"trained_rule", to_string(c.trained)},
-                    {"rule", to_string(c.rule)},
-                    {"runs", c.runs},
-                    {"pairs", c.pairs},
-                    {"accuracy_by_multiple", by}});
-  }
-  json target_json = nullptr;
-  std::string verdict =
-      "The rule-less runs kept a mean accuracy of 0.5 or more at every length read: the store "
-      "did not overflow here.";
-  if (target) {
-    target_json = {{"multiple", target->multiple},
-                   {"pairs", target->pairs},
-                   {"none_mean", target->none_mean},
-                   {"best_rule", to_string(target->best)},
-                   {"runs_ge_0.95", target->holding},
-                   {"runs", target->runs},
-                   {"met", target->met()}};
-    verdict = fmt::format(
-        "At {}x ({} memories in context) the rule-less runs' mean accuracy is {:.3f}, below 0.5; "
-        "there `{}` holds >= 0.95 in {} of {} runs: the target (>= 0.95 in 4 of 5) is {}.{}",
-        target->multiple, target->pairs, target->none_mean, to_string(target->best),
-        target->holding, target->runs, target->met() ? "met" : "not met",
-        target->met() ? " Without a bound on the logits, training bought a margin that the "
-                        "memories could not overcome (the content-only model above); with the "
-                        "bound, the fixed-beta store overflows as the essay says it must, and a "
-                        "beta that grows with ln M keeps recall."
-                      : "");
-  }
+  const Section accuracy = accuracy_table(curves, runs);
+  const Section verdict = target_verdict(target);
   write_json("extrapolation_store.json",
              {{"config", "mqar-store"},
               {"steps", size.store_steps},
               {"attn_scale", recipe.model.attn_scale},
               {"points", json::parse(extrapolate_json(points))["points"]},
-              {"curves", fits},
+              {"curves", accuracy.data},
               {"forecast", ft.rows},
               {"prescription", prescribed.json},
               {"unlearned_runs", unlearned},
-              {"target", target_json}});
+              {"target", verdict.data}});
   write_extrapolate_plot(points, path("extrapolation_store.png"), /*memories=*/true);
   return fmt::format(
       "### With the essay's store: unit queries and keys, beta stated\n\n"
@@ -440,7 +459,7 @@ std::string Experiment::extrapolation_store(const ExperimentSizes& size) {
       fmt::join(size.store_lengths, ","), recipe.model.attn_scale,
       MqarTask::value_begin(recipe.model.vocab_size, recipe.task.mqar_values) - 1,
       recipe.task.mqar_values, curves.front().pairs.front(), curves.front().pairs.back(),
-      left_out.empty() ? "none" : left_out, markdown_table(header, rows), verdict, ft.verdict,
+      left_out.empty() ? "none" : left_out, accuracy.markdown, verdict.markdown, ft.verdict,
       ft.markdown, prescribed.markdown);
 }
 
