@@ -385,10 +385,36 @@ Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, dou
     p.why_none = fmt::format("no c up to 1,000 holds the forecast ISR at or below {:.3g}", level);
     return p;
   }
-  p.c = typed_c(*c, holds_at);
+  p.c = c;
   p.forecast = under(*p.c);
   return p;
 }
+
+namespace {
+
+// v rounded up to three significant digits: a c a user can type. Divided by an exact power of ten,
+// so that 915 / 1e6 prints as 0.000915.
+double three_digits_up(double v) {
+  const int k = 2 - static_cast<int>(std::floor(std::log10(v)));
+  const double scale = std::pow(10.0, std::abs(k));
+  return k >= 0 ? std::ceil(v * scale - 1e-9) / scale : std::ceil(v / scale - 1e-9) * scale;
+}
+
+// The three-digit values in (lo, hi], ascending; hi is one of them.
+std::vector<double> three_digit_values(double lo, double hi) {
+  std::vector<double> out;
+  for (double v = three_digits_up(std::max(lo, hi / 10)); v < hi;) {
+    if (v > lo) out.push_back(v);
+    // the next three-digit value: one unit of the third digit up
+    const int k = 2 - static_cast<int>(std::floor(std::log10(v)));
+    const double step = std::pow(10.0, -k);
+    v = three_digits_up(v + 0.5 * step);
+  }
+  out.push_back(hi);
+  return out;
+}
+
+}  // namespace
 
 std::optional<double> smallest_c(const std::function<bool(double)>& holds) {
   if (holds(0)) return 0.0;
@@ -401,20 +427,16 @@ std::optional<double> smallest_c(const std::function<bool(double)>& holds) {
     lo = c;
     if (c >= 1e3) return std::nullopt;
   }
-  while (hi - lo > 1e-4 * hi) {
-    const double mid = 0.5 * (lo + hi);
-    (holds(mid) ? hi : lo) = mid;
+  // bisection over the three-digit values between the scan's last two steps: at most 8 reads
+  const double up = three_digits_up(hi);
+  if (up != hi && !holds(up)) return hi;  // holds need not be monotone: keep the scan's c
+  const std::vector<double> values = three_digit_values(lo, up);
+  int64_t fails = -1, passes = static_cast<int64_t>(values.size()) - 1;  // indices into values
+  while (passes - fails > 1) {
+    const int64_t mid = (fails + passes) / 2;
+    (holds(values[static_cast<size_t>(mid)]) ? passes : fails) = mid;
   }
-  return hi;
-}
-
-double typed_c(double c, const std::function<bool(double)>& holds) {
-  if (!(c > 0)) return c;
-  // divided by an exact power of ten, so that 915 / 1e6 prints as 0.000915
-  const int k = 2 - static_cast<int>(std::floor(std::log10(c)));
-  const double scale = std::pow(10.0, std::abs(k));
-  const double up = k >= 0 ? std::ceil(c * scale - 1e-9) / scale : std::ceil(c / scale) * scale;
-  return holds(up) ? up : c;
+  return values[static_cast<size_t>(passes)];
 }
 
 AccuracyPrescription prescribe_accuracy(Transformer& model, const ForecastReading& reading,
@@ -439,7 +461,6 @@ AccuracyPrescription prescribe_accuracy(Transformer& model, const ForecastReadin
         fmt::format("no c up to 1,000 holds the forecast accuracy at or above {:.3g}", level);
     return p;
   }
-  p.c = typed_c(*p.c, holds_at);
   p.accuracy = forecast_accuracy(model, reading, BetaRule::log(*p.c));
   return p;
 }

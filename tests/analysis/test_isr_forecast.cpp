@@ -31,6 +31,32 @@ TEST(IsrForecast, CrossingOfAFallingAccuracy) {
 // inspect measures; at 2x, 4x and 8x, under none and under su, it is within 1.3x of what inspect
 // measures on the longer prompts (the same heads; 1.04x to 1.11x when written), and the rules
 // move it as the theory says: none grows with the memories, su holds it down.
+// smallest_c returns the smallest three-digit c that holds, from a scan and a bisection that read
+// holds at most a dozen times past the scan; where the rounded c fails (holds not monotone), the
+// scan's own c.
+TEST(IsrForecast, SmallestCIsTheFirstThreeDigitValueThatHolds) {
+  for (const auto& [threshold, want] : std::vector<std::pair<double, double>>{
+           {0.12345, 0.124}, {0.0009123, 0.000913}, {0.2, 0.2}, {123.4, 124.0}, {0.9995, 1.0}}) {
+    int64_t calls = 0, scanned = 0;
+    const auto c = smallest_c([&](double x) {
+      ++calls;
+      return x >= threshold;
+    });
+    for (double x = 1e-3; x < threshold; x *= 1.25) ++scanned;
+    ASSERT_TRUE(c.has_value()) << threshold;
+    EXPECT_NEAR(*c, want, 1e-12 * want) << threshold;
+    EXPECT_LE(calls - scanned, 12) << threshold;
+  }
+  EXPECT_EQ(smallest_c([](double x) { return x == 0; }), std::optional<double>(0.0));
+  EXPECT_FALSE(smallest_c([](double) { return false; }).has_value());
+  // holds at one of the scan's steps alone: its three-digit rounding fails, so the scan's c stands
+  double step = 1e-3;
+  while (step < 0.3) step *= 1.25;
+  const auto c = smallest_c([&](double x) { return std::abs(x - step) < 1e-15; });
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(*c, step);  // its three-digit rounding fails: the scan's c
+}
+
 TEST(IsrForecast, ForecastsWhatTheLongerPromptsMeasure) {
   Restored r = restore(test::trained_small_store());
   const std::vector<int64_t> multiples = {1, 2, 4, 8};

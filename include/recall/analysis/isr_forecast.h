@@ -173,12 +173,12 @@ std::vector<double> forecast_accuracy(Transformer& model, const ForecastReading&
 bool forecast_accuracy_holds(Transformer& model, const ForecastReading& reading, BetaRule rule,
                              double level);
 
-// The smallest c in [0, 1000] for which holds(c), to a relative 1e-4: 0 where it holds there,
-// else a geometric scan from 1e-3 by 1.25 for the first c that holds (holds need not be monotone in
-// c), then bisection between it and the scan's step before. None where no c scanned holds.
+// The smallest c in [0, 1000] of three significant digits (a rule a user can type) for which
+// holds(c): 0 where it holds there, else a geometric scan from 1e-3 by 1.25 for the first c that
+// holds (holds need not be monotone in c), then bisection over the three-digit values between it
+// and the scan's step before (the scan's own c where its three-digit rounding fails). None where no
+// c scanned holds.
 std::optional<double> smallest_c(const std::function<bool(double)>& holds);
-// c rounded up to three significant digits where that still holds: a rule a user can type.
-double typed_c(double c, const std::function<bool(double)>& holds);
 
 // The prescription on the forecast accuracy: the smallest c of log:c whose forecast_accuracy stays
 // at or above `level` at every multiple read.
@@ -203,8 +203,8 @@ bool forecast_layered_holds(Transformer& model, const ForecastReading& reading, 
 using HeldBelow =
     std::function<bool(BetaRule, const std::set<std::pair<int64_t, int64_t>>& held, double level)>;
 
-// `forecast(rule)` forecasts the ISR under a rule (forecast_layered for a model). c is found to a
-// relative 1e-4, then rounded up to three significant digits where those hold too. `below`, where
+// `forecast(rule)` forecasts the ISR under a rule (forecast_layered for a model). c is found to
+// three significant digits (smallest_c). `below`, where
 // given, answers each step of the search as the held heads of `forecast` would, more cheaply
 // (forecast_layered_holds).
 Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level,
