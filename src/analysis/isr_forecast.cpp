@@ -112,34 +112,51 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
     const auto asked = mqar_queries(b, pairs);
     ActivationCache cache;
     model->forward(b.x.to(model->parameters().front().device()), &cache);
+    // per layer, its cached tensors in float64 on the CPU, converted once for all its heads
+    std::map<std::pair<int64_t, std::string>, torch::Tensor> read;
+    const auto at_layer = [&](int64_t layer, const char* name) -> const torch::Tensor& {
+      auto& t = read[{layer, name}];
+      if (!t.defined())
+        t = cache.at(fmt::format("blocks.{}.attn.{}", layer, name))
+                .cpu()
+                .to(torch::kFloat64)
+                .contiguous();
+      return t;
+    };
     for (const HeadReport& h : heads) {
       if (!h.recalls()) continue;
-      const auto at_layer = [&](const char* name) {
-        return cache.at(fmt::format("blocks.{}.attn.{}", h.layer, name)).cpu().to(torch::kFloat64);
-      };
-      const auto w = at_layer("weights");  // (B, H, T, N + T): the weights the model computed
+      const auto& w = at_layer(h.layer, "weights");  // (B, H, T, N + T): the weights computed
       // (B, T, N + T): the scores q^ . k of this head, the logits over the multiplier and |q|.
       // The keys' projections on the query's direction are what the queries of a head share
       // (their |q| differs where q is not unit), so the pool holds those.
-      const auto qh = at_layer("q").select(2, h.head);      // (B, T, dh)
-      const auto q_norm = qh.norm(2, -1).clamp_min(1e-30);  // (B, T)
-      const auto score = torch::einsum(
-          "btd,bsd->bts", {qh / q_norm.unsqueeze(-1), at_layer("k").select(2, h.head)});
+      const auto qh = at_layer(h.layer, "q").select(2, h.head);          // (B, T, dh)
+      const auto q_norm = qh.norm(2, -1).clamp_min(1e-30).contiguous();  // (B, T)
+      const auto score = torch::einsum("btd,bsd->bts", {qh / q_norm.unsqueeze(-1),
+                                                        at_layer(h.layer, "k").select(2, h.head)})
+                             .contiguous();
+      // the queries read through raw rows: a tensor op per element read cost more than the rest
+      const int64_t H = w.size(1), T = w.size(2), NT = w.size(3), N = NT - T;
+      const double* weights = w.data_ptr<double>();
+      const double* scores = score.data_ptr<double>();
+      const double* norms = q_norm.data_ptr<double>();
+      const torch::Tensor scale = at[static_cast<size_t>(h.layer)].contiguous();  // (H or 1, >= T)
+      const double* scale_row =
+          scale.data_ptr<double>() + (scale.size(0) == 1 ? 0 : h.head) * scale.size(1);
       auto& pool = r.pools[{h.layer, h.head}];
-      const int64_t N = w.size(3) - w.size(2);
       for (int64_t s = 0; s < b.x.size(0); ++s) {
         const auto& q = asked[static_cast<size_t>(s)];
         for (size_t i = 0; i < q.t.size(); ++i) {
           const int64_t t = q.t[i], c = N + q.pair[i] + h.offset;
-          const auto row = w[s][h.head][t].narrow(0, 0, N + t + 1);  // the keys t sees
-          const double wc = row[c].item<double>();
+          const double* row = weights + ((s * H + h.head) * T + t) * NT;  // the keys t sees
+          const double wc = row[c];
           if (!(wc > 0)) continue;  // a read key of weight 0 says nothing of the rest
-          const double beta = head_scale(at[static_cast<size_t>(h.layer)], h.head, t);
-          auto d = (row / wc).log();  // (N + t + 1,), d_c = 0
-          const auto sc = score[s][t].narrow(0, 0, N + t + 1).contiguous();
-          std::vector<double> rest;
+          const double beta = scale_row[t];
+          // (N + t + 1,), d_c = 0: torch's division and log, as the forecast always read them
+          const auto d =
+              (torch::from_blob(const_cast<double*>(row), {N + t + 1}, torch::kFloat64) / wc).log();
           const double* p = d.data_ptr<double>();
-          const double* ps = sc.data_ptr<double>();
+          const double* ps = scores + (s * T + t) * NT;
+          std::vector<double> rest;
           for (int64_t j = 0; j <= N + t; ++j)
             if (j != c && std::isfinite(p[j])) {
               rest.push_back(p[j]);
@@ -148,7 +165,7 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
             }
           beta_sum += beta;
           r.queries.push_back(
-              {h.layer, h.head, t, std::move(rest), ps[c], beta * q_norm[s][t].item<double>()});
+              {h.layer, h.head, t, std::move(rest), ps[c], beta * norms[s * T + t]});
         }
       }
     }
