@@ -139,7 +139,8 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
       const double* weights = w.data_ptr<double>();
       const double* scores = score.data_ptr<double>();
       const double* norms = q_norm.data_ptr<double>();
-      const torch::Tensor scale = at[static_cast<size_t>(h.layer)].contiguous();  // (H or 1, >= T)
+      const torch::Tensor scale =
+          at[static_cast<size_t>(h.layer)].to(torch::kFloat64).contiguous();  // (H or 1, >= T)
       const double* scale_row =
           scale.data_ptr<double>() + (scale.size(0) == 1 ? 0 : h.head) * scale.size(1);
       auto& pool = r.pools[{h.layer, h.head}];

@@ -321,14 +321,17 @@ TEST(CriticalScaling, GapCountingIsTheUpperTailAccumulationScale) {
 TEST(IsrForecast, CliForecastsEveryRuleAndPrescribes) {
   test::TempDir dir;
   const std::string run = test::trained_small_store();
-  const auto ok = test::run_cli({"--threads", "1", "forecast", "--checkpoint", run, "--target",
-                                 "8x", "--isr", "0.2", "--json", dir / "f.json"},
-                                dir);
+  // every rule, ssmax included: its multipliers come from a learned float32 scale
+  const auto ok =
+      test::run_cli({"--threads", "1", "forecast", "--checkpoint", run, "--target", "8x", "--isr",
+                     "0.2", "--rules", "none,su,qwen,yarn,ssmax", "--json", dir / "f.json"},
+                    dir);
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("prescribed"), std::string::npos) << ok.out;
   const auto j = nlohmann::json::parse(test::read_text(dir / "f.json"));
   EXPECT_EQ(j["multiples"], nlohmann::json({1, 2, 4, 8}));
-  ASSERT_EQ(j["forecasts"].size(), 4u);  // none (trained), su, qwen, yarn
+  ASSERT_EQ(j["forecasts"].size(), 5u);  // none (trained), su, qwen, yarn, ssmax
+  EXPECT_EQ(j["forecasts"][4]["rule"], "ssmax");
   EXPECT_EQ(j["forecasts"][0]["rule"], "none");
   Restored r = restore(run);
   const auto mine = forecast_isr(r.model, r.config, {1, 2, 4, 8}, {BetaRule::kNone}, 2);
