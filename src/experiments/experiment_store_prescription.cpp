@@ -104,8 +104,7 @@ StorePrescription store_prescription(const std::vector<ExtrapolatePoint>& points
       "the smallest c of log:c, beta(n) = beta_0 (1 + c ln(n / L)), whose forecast accuracy stays "
       ">= {1} to {0}x; then `recall extrapolate --rules log:c,log:c/2 --lengths {0}` measures the "
       "run there (`recall forecast` also prints the c that holds the recalling heads' forecast "
-      "ISR, "
-      "docs/science.md §8). Each cell: c: accuracy at {0}x under log:c / under "
+      "ISR, docs/science.md §8). Each cell: c: accuracy at {0}x under log:c / under "
       "log:(c/2).\n\n{2}\n{3}.\n",
       target, forecasting.accuracy,
       markdown_table({"run", "accuracy at 1x", "c on the forecast accuracy"}, rows),

@@ -27,10 +27,6 @@ TEST(IsrForecast, CrossingOfAFallingAccuracy) {
   EXPECT_FALSE(crossing({1, 4}, {0.4, 0.3}, 0.5, false, false));  // below from the start
 }
 
-// On the essay's store trained small: at 1x under the trained rule the forecast is the ISR that
-// inspect measures; at 2x, 4x and 8x, under none and under su, it is within 1.3x of what inspect
-// measures on the longer prompts (the same heads; 1.04x to 1.11x when written), and the rules
-// move it as the theory says: none grows with the memories, su holds it down.
 // smallest_c returns the smallest three-digit c that holds, from a scan and a bisection that read
 // holds at most a dozen times past the scan; where the rounded c fails (holds not monotone), the
 // scan's own c.
@@ -57,6 +53,10 @@ TEST(IsrForecast, SmallestCIsTheFirstThreeDigitValueThatHolds) {
   EXPECT_EQ(*c, step);  // its three-digit rounding fails: the scan's c
 }
 
+// On the essay's store trained small: at 1x under the trained rule the forecast is the ISR that
+// inspect measures; at 2x, 4x and 8x, under none and under su, it is within 1.3x of what inspect
+// measures on the longer prompts (the same heads; 1.04x to 1.11x when written), and the rules
+// move it as the theory says: none grows with the memories, su holds it down.
 TEST(IsrForecast, ForecastsWhatTheLongerPromptsMeasure) {
   Restored r = restore(test::trained_small_store());
   const std::vector<int64_t> multiples = {1, 2, 4, 8};

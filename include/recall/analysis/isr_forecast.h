@@ -204,9 +204,8 @@ using HeldBelow =
     std::function<bool(BetaRule, const std::set<std::pair<int64_t, int64_t>>& held, double level)>;
 
 // `forecast(rule)` forecasts the ISR under a rule (forecast_layered for a model). c is found to
-// three significant digits (smallest_c). `below`, where
-// given, answers each step of the search as the held heads of `forecast` would, more cheaply
-// (forecast_layered_holds).
+// three significant digits (smallest_c). `below`, where given, answers each step of the search as
+// the held heads of `forecast` would, more cheaply (forecast_layered_holds).
 Prescription prescribe(const std::function<IsrForecast(BetaRule)>& forecast, double level,
                        const HeldBelow& below = {});
 
