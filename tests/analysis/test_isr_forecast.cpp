@@ -31,8 +31,9 @@ TEST(IsrForecast, CrossingOfAFallingAccuracy) {
 // holds at most a dozen times past the scan; where the rounded c fails (holds not monotone), the
 // scan's own c.
 TEST(IsrForecast, SmallestCIsTheFirstThreeDigitValueThatHolds) {
-  for (const auto& [threshold, want] : std::vector<std::pair<double, double>>{
+  for (const auto& [threshold_, want] : std::vector<std::pair<double, double>>{
            {0.12345, 0.124}, {0.0009123, 0.000913}, {0.2, 0.2}, {123.4, 124.0}, {0.9995, 1.0}}) {
+    const double threshold = threshold_;  // a lambda may capture this (C++17)
     int64_t calls = 0, scanned = 0;
     const auto c = smallest_c([&](double x) {
       ++calls;
