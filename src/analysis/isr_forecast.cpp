@@ -445,7 +445,8 @@ std::optional<double> smallest_c(const std::function<bool(double)>& holds) {
     lo = c;
     if (c >= 1e3) return std::nullopt;
   }
-  // bisection over the three-digit values between the scan's last two steps: at most 8 reads
+  // bisection over the three-digit values between the scan's last two steps: at most 9 reads
+  // (10 where the first step, 1e-3, holds and the values run down to 1e-4)
   const double up = three_digits_up(hi);
   if (up != hi && !holds(up)) return hi;  // holds need not be monotone: keep the scan's c
   const std::vector<double> values = three_digit_values(lo, up);

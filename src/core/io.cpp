@@ -90,9 +90,18 @@ int remove_atomic_leftovers(const std::string& path) {
 namespace {
 
 // Whether a file can be created in `dir`: access() passes for root where nothing can be created
-// (/proc, a read-only mount), so one is created and removed, named as write_file_atomic's
-// temporaries are so that remove_atomic_leftovers finds it should the process die in between.
+// (/proc, a read-only mount), so one is created. An unnamed one (O_TMPFILE) where the filesystem
+// has them: nothing is left behind whenever the process dies. Elsewhere a named one, created and
+// removed, named as write_file_atomic's temporaries are so that remove_atomic_leftovers finds it
+// should the process die in between.
 bool can_create_in(const fs::path& dir, const std::string& name) {
+  const int unnamed = ::open(dir.c_str(), O_TMPFILE | O_WRONLY, 0600);
+  if (unnamed >= 0) {
+    ::close(unnamed);
+    return true;
+  }
+  // a filesystem (or kernel) without O_TMPFILE; any other error is the answer
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return false;
   std::string tmpl = (dir / fmt::format(".{}.tmpXXXXXX", name.empty() ? "check" : name)).string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) return false;

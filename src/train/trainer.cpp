@@ -311,10 +311,8 @@ class TrainingRun {
     const std::string metrics_file = metrics_path(options_.out_dir);
     if (writer_) {
       fs::create_directories(options_.out_dir);
-      // leftovers of a write that a kill interrupted, and of the folder's writability probe
-      // (check_output_dir's ".check.tmpXXXXXX", created and removed at start)
-      for (const char* name :
-           {"checkpoint.bin", "best.bin", "config.toml", "metrics.jsonl", "check"})
+      // leftovers of a write that a kill interrupted
+      for (const char* name : {"checkpoint.bin", "best.bin", "config.toml", "metrics.jsonl"})
         remove_atomic_leftovers((fs::path(options_.out_dir) / name).string());
       write_file_atomic((fs::path(options_.out_dir) / "config.toml").string(), config_.to_toml());
       if (resume_)
