@@ -47,6 +47,11 @@ nlohmann::json json_or_null(const std::optional<T>& x) {
   return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
 }
 
+// What each experiment found: measured by its method of Experiment (experiment_<name>.cpp), then
+// written, JSON, plot and report section, by its writer (experiment_<name>_output.cpp); both are
+// declared in experiment_<name>.h and named by its row of experiment_rows().
+struct MqarFound;
+
 class Experiment {
  public:
   explicit Experiment(const ExperimentConfig& c) : config_(c), sizes_(experiment_sizes(c.quick)) {}
@@ -78,7 +83,7 @@ class Experiment {
   // One per row of experiment_rows(), in its order; each in experiment_<name>.cpp.
   ExperimentResult theory();
   ExperimentResult probe();
-  ExperimentResult mqar();
+  MqarFound mqar();
   ExperimentResult heads();
   ExperimentResult fit();
   ExperimentResult facts_kv();

@@ -1,6 +1,6 @@
 // Report section 4: the heads of section 3's first run trained without a rule that learned: which
 // recall, and their ISR as the context grows (recall inspect).
-#include "experiment.h"
+#include "experiment_mqar.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 
@@ -9,7 +9,7 @@ namespace recall::experiment_detail {
 ExperimentResult Experiment::heads() {
   const ExperimentSizes& size = sizes();
   // section 3's points (its runs' accuracy), made first where they are not in --out
-  if (!fs::exists(path("extrapolate.json"))) mqar();
+  if (!fs::exists(path("extrapolate.json"))) write_mqar(*this, mqar());
   const std::string file = path("extrapolate.json");
   const auto points = read_extrapolate_json(read_file("--out", file), file);
   const std::string none_run = first_learned_run(points, BetaRule::kNone);

@@ -1,77 +1,30 @@
 // Report section 3: mqar-extrapolate trained under each sharpness rule and scored at 1x to 64x its
 // length with the pairs growing with the length (recall extrapolate). Section 4 reads its runs.
-#include "experiment.h"
-#include "recall/analysis/extrapolate.h"
+#include "experiment_mqar.h"
 
 namespace recall::experiment_detail {
 
-ExperimentResult Experiment::mqar() {
-  ExperimentSizes size = sizes();
-  size.mqar_steps = steps(size.mqar_steps);
+MqarFound Experiment::mqar() {
+  const ExperimentSizes& size = sizes();
+  MqarFound found;
+  found.steps = steps(size.mqar_steps);
+  found.seeds = size.mqar_seeds;
   // the runs of the extrapolation experiment (section 11), which reads them again
   const ExtrapolateRuns runs =
-      extrapolation_runs(run_dir(""), "mqar-extrapolate", "", {}, size.mqar_steps, size.mqar_seeds,
+      extrapolation_runs(run_dir(""), "mqar-extrapolate", "", {}, found.steps, found.seeds,
                          size.mqar_rules, context());
-  ExtrapolateConfig extrapolation;
-  extrapolation.lengths = size.extrapolate_lengths;
-  extrapolation.pairs = PairsAtLength::kGrow;
-  extrapolation.none_also = rules_equal_to_none_within_training_length();
-  extrapolation.batches = size.extrapolate_batches;
-  extrapolation.device = context().device;
-  const auto points = train_and_extrapolate(runs, extrapolation);
-  write_file_atomic(path("extrapolate.json"), extrapolate_json(points));
+  found.extrapolation.lengths = size.extrapolate_lengths;
+  found.extrapolation.pairs = PairsAtLength::kGrow;
+  found.extrapolation.none_also = rules_equal_to_none_within_training_length();
+  found.extrapolation.batches = size.extrapolate_batches;
+  found.extrapolation.device = context().device;
+  found.points = train_and_extrapolate(runs, found.extrapolation);
   // the means are over the runs that learned (accuracy >= 0.9 at 1x under their own rule)
-  const std::vector<std::string> failed = unlearned_runs(points);
-  const std::vector<ExtrapolatePoint> learned = learned_points(points, failed);
-  if (first_learned_run(points, BetaRule::kNone).empty())
+  found.failed = unlearned_runs(found.points);
+  if (first_learned_run(found.points, BetaRule::kNone).empty())
     throw std::runtime_error(
         "report: no mqar-extrapolate run trained with rule none learned to recall");
-  write_extrapolate_plot(learned, path("extrapolate.png"));
-  std::string left_out;
-  for (const auto& f : failed) {
-    const auto a = std::find_if(points.begin(), points.end(), [&](const ExtrapolatePoint& p) {
-      return p.checkpoint == f && p.multiple == 1;
-    });
-    left_out += fmt::format("{}`{}` ({:.3f})", left_out.empty() ? "" : ", ",
-                            fs::relative(f, config_.out_dir).string(), a->accuracy);
-  }
-  const auto curves = extrapolate_curves(learned);
-  std::vector<std::string> header{"trained", "evaluated", "runs"};
-  for (int64_t m : curves.front().multiples)
-    header.push_back(fmt::format("{}x ({}, {} pairs)", m, m * 32,
-                                 std::find_if(points.begin(), points.end(), [&](const auto& p) {
-                                   return p.multiple == m;
-                                 })->pairs));
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& cv : curves) {
-    std::vector<std::string> row{"`" + to_string(cv.trained) + "`", "`" + to_string(cv.rule) + "`",
-                                 std::to_string(cv.runs)};
-    for (size_t i = 0; i < cv.accuracy.size(); ++i)
-      row.push_back(cv.runs > 1 ? fmt::format("{:.3f} [{:.2f}, {:.2f}]", cv.accuracy[i], cv.low[i],
-                                              cv.high[i])
-                                : fmt::format("{:.3f}", cv.accuracy[i]));
-    rows.push_back(row);
-  }
-  ExperimentResult out;
-  out.title = "Trained attention at longer contexts";
-  out.json = "extrapolate.json";
-  out.plot = "extrapolate.png";
-  out.markdown = fmt::format(
-      "`recall extrapolate --config mqar-extrapolate --set steps={} --seeds {} --lengths {} "
-      "--pairs grow`: mqar-extrapolate (8 pairs in 32 tokens, 255 keys, 2 layers x 4 heads, no "
-      "positions, a width-2 convolution of q, k, v, no MLP) trained once per rule and seed, "
-      "then scored at 1x to {}x its length ({} x 64 prompts at 1x; with the pairs grown g times, "
-      "1/g of them, 4 at least: as many scored queries at every length) with the pairs growing "
-      "with the length, so that a longer context holds more memories. Mean accuracy over the "
-      "runs that learned, [min, max] when there are several. Rows where training and "
-      "evaluation differ are runs trained with `none`, for which qwen and yarn are the identity "
-      "up to L.\n\n{}\n"
-      "Runs left out, not having learned at 1x (accuracy): {}.\n\n"
-      "![extrapolate](extrapolate.png)\n",
-      size.mqar_steps, size.mqar_seeds, fmt::join(extrapolation.lengths, ","),
-      extrapolation.lengths.back(), extrapolation.batches, markdown_table(header, rows),
-      left_out.empty() ? "none" : left_out);
-  return out;
+  return found;
 }
 
 }  // namespace recall::experiment_detail

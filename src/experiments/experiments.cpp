@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "experiment.h"
+#include "experiment_mqar.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"
@@ -31,10 +32,22 @@ using nlohmann::json;
 
 namespace {
 using experiment_detail::Experiment;
+using experiment_detail::write_mqar;
 // A row's run: an Experiment on the config, then its method (experiment_<name>.cpp).
 template <ExperimentResult (Experiment::*method)()>
 ExperimentResult run_with(const ExperimentConfig& config) {
   return (Experiment(config).*method)();
+}
+// A row's run in two halves: what the experiment measures, then its writer (its files and its
+// report section), so that a section's prose and the measurement behind it live apart.
+template <class Found>
+std::function<ExperimentResult(const ExperimentConfig&)> measure_then_write(
+    Found (Experiment::*measure)(), ExperimentResult (*write)(const Experiment&, const Found&)) {
+  return [measure, write](const ExperimentConfig& config) {
+    Experiment experiment(config);
+    const Found found = (experiment.*measure)();
+    return write(experiment, found);
+  };
 }
 }  // namespace
 
@@ -64,7 +77,7 @@ const std::vector<ExperimentRow>& experiment_rows() {
              quick ? std::vector<int64_t>{1, 4, 16, 64} : std::vector<int64_t>{1, 2, 4, 16, 64};
          s.extrapolate_batches = 1;
        },
-       run_with<&Experiment::mqar>},
+       measure_then_write(&Experiment::mqar, write_mqar)},
       {"heads", "which heads of mqar's rule-less run recall, and their ISR with the length", true,
        [](ExperimentSizes& s, bool quick) {
          // inspect reads every weight of the long prompts: quick stops at 16x
