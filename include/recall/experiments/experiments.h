@@ -105,15 +105,16 @@ struct ExperimentSizes {
 
 // One row per experiment, in the report's order: `recall experiment NAME` runs one row, `recall
 // report` every row, its sections 1 to 11 in this order. Adding an experiment is a row
-// (experiments.cpp) and its file src/experiments/experiment_<name>.cpp (README, "Adding an
-// experiment").
+// (experiments.cpp) and its files src/experiments/experiment_<name>{.h,.cpp,_output.cpp}: what it
+// measures and its writer (README, "Adding an experiment").
 struct ExperimentRow {
   std::string name;
   std::string claim;  // what it shows, in one line: the help and the report's progress
   bool trains;        // it trains models (--steps sets their steps)
   // Sets the row's block of ExperimentSizes, quick (rough numbers in about a minute) or not.
   std::function<void(ExperimentSizes&, bool quick)> sizes;
-  // Runs it into config.out_dir, reusing the runs found in config.out_dir/runs.
+  // Measures, then writes its files into config.out_dir and returns its section, reusing the runs
+  // found in config.out_dir/runs.
   std::function<ExperimentResult(const ExperimentConfig&)> run;
 };
 const std::vector<ExperimentRow>& experiment_rows();
