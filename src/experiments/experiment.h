@@ -51,6 +51,7 @@ nlohmann::json json_or_null(const std::optional<T>& x) {
 // written, JSON, plot and report section, by its writer (experiment_<name>_output.cpp); both are
 // declared in experiment_<name>.h and named by its row of experiment_rows().
 struct MqarFound;
+struct FactsFound;
 
 class Experiment {
  public:
@@ -89,7 +90,7 @@ class Experiment {
   ExperimentResult facts_kv();
   ExperimentResult sharpness();
   ExperimentResult scaling();
-  ExperimentResult facts();
+  FactsFound facts();
   ExperimentResult lm();
   ExperimentResult extrapolation();
   // extrapolation's second part, mqar-store: writes extrapolation_store.json and .png, returns

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "experiment.h"
+#include "experiment_facts.h"
 #include "experiment_mqar.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
@@ -32,6 +33,7 @@ using nlohmann::json;
 
 namespace {
 using experiment_detail::Experiment;
+using experiment_detail::write_facts;
 using experiment_detail::write_mqar;
 // A row's run: an Experiment on the config, then its method (experiment_<name>.cpp).
 template <ExperimentResult (Experiment::*method)()>
@@ -122,7 +124,7 @@ const std::vector<ExperimentRow>& experiment_rows() {
              quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192, 16384};
          s.facts_longer = quick ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 4};
        },
-       run_with<&Experiment::facts>},
+       measure_then_write(&Experiment::facts, write_facts)},
       {"lm", "learned key-values instead of the feed-forward layer, on language", true,
        [](ExperimentSizes& s, bool quick) {
          s.lm_seeds = quick ? 1 : 3;
