@@ -52,6 +52,9 @@ nlohmann::json json_or_null(const std::optional<T>& x) {
 // declared in experiment_<name>.h and named by its row of experiment_rows().
 struct MqarFound;
 struct FactsFound;
+struct SharpnessFound;
+struct ScalingFound;
+struct LmFound;
 
 class Experiment {
  public:
@@ -88,10 +91,10 @@ class Experiment {
   ExperimentResult heads();
   ExperimentResult fit();
   ExperimentResult facts_kv();
-  ExperimentResult sharpness();
-  ExperimentResult scaling();
+  SharpnessFound sharpness();
+  ScalingFound scaling();
   FactsFound facts();
-  ExperimentResult lm();
+  LmFound lm();
   ExperimentResult extrapolation();
   // extrapolation's second part, mqar-store: writes extrapolation_store.json and .png, returns
   // its Markdown (sizes: the store's, with --steps applied)

@@ -14,7 +14,10 @@
 
 #include "experiment.h"
 #include "experiment_facts.h"
+#include "experiment_lm.h"
 #include "experiment_mqar.h"
+#include "experiment_scaling.h"
+#include "experiment_sharpness.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"
@@ -34,7 +37,10 @@ using nlohmann::json;
 namespace {
 using experiment_detail::Experiment;
 using experiment_detail::write_facts;
+using experiment_detail::write_lm;
 using experiment_detail::write_mqar;
+using experiment_detail::write_scaling;
+using experiment_detail::write_sharpness;
 // A row's run: an Experiment on the config, then its method (experiment_<name>.cpp).
 template <ExperimentResult (Experiment::*method)()>
 ExperimentResult run_with(const ExperimentConfig& config) {
@@ -106,7 +112,7 @@ const std::vector<ExperimentRow>& experiment_rows() {
          // at 2 threads) and the sweep's claims, at initialisation, hold whatever the steps
          s.sharpness_steps = quick ? 300 : 1000;
        },
-       run_with<&Experiment::sharpness>},
+       measure_then_write(&Experiment::sharpness, write_sharpness)},
       {"scaling", "capacity against d_k, relu power, exp terms and beta: slopes beside the essay's",
        false,
        [](ExperimentSizes& s, bool quick) {
@@ -116,7 +122,7 @@ const std::vector<ExperimentRow>& experiment_rows() {
          s.scaling_dims = quick ? std::vector<int64_t>{16, 32, 64, 128}
                                 : std::vector<int64_t>{16, 32, 64, 128, 256};
        },
-       run_with<&Experiment::scaling>},
+       measure_then_write(&Experiment::scaling, write_scaling)},
       {"facts", "facts to saturation per feed-forward kind at equal parameters", true,
        [](ExperimentSizes& s, bool quick) {
          s.facts_exposures = quick ? 64 : 128;
@@ -130,7 +136,7 @@ const std::vector<ExperimentRow>& experiment_rows() {
          s.lm_seeds = quick ? 1 : 3;
          s.lm_steps = quick ? 150 : 600;
        },
-       run_with<&Experiment::lm>},
+       measure_then_write(&Experiment::lm, write_lm)},
       {"extrapolation",
        "length extrapolation with and without positions, and in the essay's store, per rule", true,
        [](ExperimentSizes& s, bool quick) {
