@@ -50,10 +50,15 @@ nlohmann::json json_or_null(const std::optional<T>& x) {
 // What each experiment found: measured by its method of Experiment (experiment_<name>.cpp), then
 // written, JSON, plot and report section, by its writer (experiment_<name>_output.cpp); both are
 // declared in experiment_<name>.h and named by its row of experiment_rows().
+struct TheoryFound;
+struct ProbeFound;
 struct MqarFound;
-struct FactsFound;
+struct HeadsFound;
+struct FitFound;
+struct FactsKvFound;
 struct SharpnessFound;
 struct ScalingFound;
+struct FactsFound;
 struct LmFound;
 
 class Experiment {
@@ -85,12 +90,12 @@ class Experiment {
   }
 
   // One per row of experiment_rows(), in its order; each in experiment_<name>.cpp.
-  ExperimentResult theory();
-  ExperimentResult probe();
+  TheoryFound theory();
+  ProbeFound probe();
   MqarFound mqar();
-  ExperimentResult heads();
-  ExperimentResult fit();
-  ExperimentResult facts_kv();
+  HeadsFound heads();
+  FitFound fit();
+  FactsKvFound facts_kv();
   SharpnessFound sharpness();
   ScalingFound scaling();
   FactsFound facts();

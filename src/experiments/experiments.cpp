@@ -14,10 +14,15 @@
 
 #include "experiment.h"
 #include "experiment_facts.h"
+#include "experiment_facts_kv.h"
+#include "experiment_fit.h"
+#include "experiment_heads.h"
 #include "experiment_lm.h"
 #include "experiment_mqar.h"
+#include "experiment_probe.h"
 #include "experiment_scaling.h"
 #include "experiment_sharpness.h"
+#include "experiment_theory.h"
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/probe.h"
@@ -37,10 +42,15 @@ using nlohmann::json;
 namespace {
 using experiment_detail::Experiment;
 using experiment_detail::write_facts;
+using experiment_detail::write_facts_kv;
+using experiment_detail::write_fit;
+using experiment_detail::write_heads;
 using experiment_detail::write_lm;
 using experiment_detail::write_mqar;
+using experiment_detail::write_probe;
 using experiment_detail::write_scaling;
 using experiment_detail::write_sharpness;
+using experiment_detail::write_theory;
 // A row's run: an Experiment on the config, then its method (experiment_<name>.cpp).
 template <ExperimentResult (Experiment::*method)()>
 ExperimentResult run_with(const ExperimentConfig& config) {
@@ -65,14 +75,14 @@ const std::vector<ExperimentRow>& experiment_rows() {
   using R = std::vector<BetaRule>;
   static const std::vector<ExperimentRow> rows = {
       {"theory", "capacity of random stores from the exact theory, beside the essay's figures",
-       false, [](ExperimentSizes&, bool) {}, run_with<&Experiment::theory>},
+       false, [](ExperimentSizes&, bool) {}, measure_then_write(&Experiment::theory, write_theory)},
       {"probe", "the probe's measured capacities beside theory, and the ISR under each rule", false,
        [](ExperimentSizes& s, bool quick) {
          s.probe_trials = quick ? 2 : 8;
          // quick: 256 L, the curves at 16 L and 256 L in a quarter of the time
          s.probe_rule_m_max = int64_t{1} << (quick ? 18 : 22);
        },
-       run_with<&Experiment::probe>},
+       measure_then_write(&Experiment::probe, write_probe)},
       {"mqar", "mqar-extrapolate trained under each rule, accuracy at 1x to 64x its length", true,
        [](ExperimentSizes& s, bool quick) {
          // every seed forms its recall within a few hundred steps: quick keeps the steps and
@@ -92,16 +102,16 @@ const std::vector<ExperimentRow>& experiment_rows() {
          s.inspect_lengths =
              quick ? std::vector<int64_t>{1, 4, 16} : std::vector<int64_t>{1, 2, 4, 16, 64};
        },
-       run_with<&Experiment::heads>},
+       measure_then_write(&Experiment::heads, write_heads)},
       {"fit", "trained stores against written ones of the same width", true,
        [](ExperimentSizes& s, bool quick) {
          s.fit_widths = quick ? std::vector<int64_t>{8} : std::vector<int64_t>{8, 16, 32, 64};
          s.fit_steps = quick ? 400 : 1000;
        },
-       run_with<&Experiment::fit>},
+       measure_then_write(&Experiment::fit, write_fit)},
       {"facts-kv", "facts in an MLP against learned key-values at equal parameters", true,
        [](ExperimentSizes& s, bool quick) { s.facts_kv_steps = quick ? 1500 : 8000; },
-       run_with<&Experiment::facts_kv>},
+       measure_then_write(&Experiment::facts_kv, write_facts_kv)},
       {"sharpness", "mqar trained at attn_scale 0.25 to 8: accuracy, gradient and entropy", true,
        [](ExperimentSizes& s, bool quick) {
          // the default also goes past 8, where the logits of a trained head saturate

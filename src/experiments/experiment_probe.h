@@ -1,0 +1,16 @@
+// Report section 2, probe: what it measures (experiment_probe.cpp) and its writer
+// (experiment_probe_output.cpp).
+#pragma once
+#include "experiment.h"
+#include "recall/analysis/probe.h"
+
+namespace recall::experiment_detail {
+
+// The probe's ISR against M per store and per sharpness rule, and the capacities it crosses at.
+struct ProbeFound {
+  int64_t trials = 0, rule_m_max = 0;  // the command's --trials and --rule-m-max
+  ProbeResult result;                  // every store's and rule's curve, and the run's seconds
+};
+ExperimentResult write_probe(const Experiment& experiment, const ProbeFound& found);
+
+}  // namespace recall::experiment_detail
