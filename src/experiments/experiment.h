@@ -60,6 +60,8 @@ struct SharpnessFound;
 struct ScalingFound;
 struct FactsFound;
 struct LmFound;
+struct ExtrapolationFound;
+struct ExtrapolationStoreFound;
 
 class Experiment {
  public:
@@ -100,27 +102,16 @@ class Experiment {
   ScalingFound scaling();
   FactsFound facts();
   LmFound lm();
-  ExperimentResult extrapolation();
-  // extrapolation's second part, mqar-store: writes extrapolation_store.json and .png, returns
-  // its Markdown (sizes: the store's, with --steps applied)
-  std::string extrapolation_store(const ExperimentSizes& sizes);
+  ExtrapolationFound extrapolation();
+  // extrapolation's second part, mqar-store (sizes: the store's, with --steps applied); its
+  // writer, write_extrapolation_store, writes extrapolation_store.json and its two plots and
+  // returns its Markdown
+  ExtrapolationStoreFound extrapolation_store(const ExperimentSizes& sizes);
 
  private:
   const ExperimentConfig& config_;
   const ExperimentSizes sizes_;
 };
-
-// The store's prescription set against its measurement (experiment_store_prescription.cpp): per
-// rule-less run among `points` (at 1x), the c that recall forecast prescribes to `target`x on the
-// forecast accuracy and on the ISR, and the run's accuracy there under log:c and log:(c/2): a
-// Markdown paragraph with its table, and the JSON rows (empty without a rule-less run).
-struct StorePrescription {
-  std::string markdown;
-  nlohmann::json json;
-};
-StorePrescription store_prescription(const std::vector<ExtrapolatePoint>& points,
-                                     const std::string& out_dir, int64_t target, int64_t batches,
-                                     const torch::Device& device);
 
 inline std::string opt_num(const std::optional<double>& x, const char* f = "{:.4g}") {
   return x ? fmt::format(fmt::runtime(f), *x) : "—";

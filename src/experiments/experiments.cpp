@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "experiment.h"
+#include "experiment_extrapolation.h"
 #include "experiment_facts.h"
 #include "experiment_facts_kv.h"
 #include "experiment_fit.h"
@@ -41,6 +42,7 @@ using nlohmann::json;
 
 namespace {
 using experiment_detail::Experiment;
+using experiment_detail::write_extrapolation;
 using experiment_detail::write_facts;
 using experiment_detail::write_facts_kv;
 using experiment_detail::write_fit;
@@ -160,7 +162,7 @@ const std::vector<ExperimentRow>& experiment_rows() {
          s.store_lengths = quick ? std::vector<int64_t>{1, 16, 64}
                                  : std::vector<int64_t>{1, 4, 16, 32, 64, 128, 256};
        },
-       run_with<&Experiment::extrapolation>},
+       measure_then_write(&Experiment::extrapolation, write_extrapolation)},
   };
   return rows;
 }
