@@ -20,7 +20,6 @@
 #include "recall/core/io.h"
 #include "recall/experiments/experiments.h"
 #include "recall/experiments/report.h"
-#include "recall/formats/plot.h"
 #include "recall/stores/theory.h"
 #include "recall/train/metrics.h"
 #include "recall/train/trainer.h"

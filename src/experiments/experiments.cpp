@@ -53,13 +53,9 @@ using experiment_detail::write_probe;
 using experiment_detail::write_scaling;
 using experiment_detail::write_sharpness;
 using experiment_detail::write_theory;
-// A row's run: an Experiment on the config, then its method (experiment_<name>.cpp).
-template <ExperimentResult (Experiment::*method)()>
-ExperimentResult run_with(const ExperimentConfig& config) {
-  return (Experiment(config).*method)();
-}
-// A row's run in two halves: what the experiment measures, then its writer (its files and its
-// report section), so that a section's prose and the measurement behind it live apart.
+// A row's run in two halves: what the experiment measures (experiment_<name>.cpp), then its writer
+// (experiment_<name>_output.cpp: its files and its report section), so that a section's prose and
+// the measurement behind it live apart.
 template <class Found>
 std::function<ExperimentResult(const ExperimentConfig&)> measure_then_write(
     Found (Experiment::*measure)(), ExperimentResult (*write)(const Experiment&, const Found&)) {

@@ -3,6 +3,7 @@
 // outer-product and least-squares stores measured by the probe follows the closed forms.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -154,6 +155,47 @@ TEST(Experiments, EveryRowByNameAndTheTheoryRowAsItsCommand) {
   EXPECT_EQ(nlohmann::json::parse(test::read_text(c.out_dir + "/" + r.json)),
             nlohmann::json::parse(theory_json(64, 8.0)));
   EXPECT_NE(r.markdown.find("| `softmax` |"), std::string::npos) << r.markdown;
+}
+
+// Each row's experiment is a measurement and a writer, in files named after it (README, "Adding an
+// experiment"): experiment_<name>.h declares what it found and its writer, experiment_<name>.cpp
+// measures, and experiment_<name>_output.cpp writes its files and its section. No measuring file
+// (any experiment_*.cpp but the writers) builds a section or writes the experiment's files.
+TEST(Experiments, EveryRowIsAMeasurementAndAWriterInFilesNamedAfterIt) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::path(test::source_dir()) / "src" / "experiments";
+  int measuring = 0;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string file = entry.path().filename().string();
+    const auto ends_with = [&](const std::string& end) {
+      return file.size() >= end.size() &&
+             file.compare(file.size() - end.size(), end.size(), end) == 0;
+    };
+    if (file.rfind("experiment_", 0) != 0 || !ends_with(".cpp") || ends_with("_output.cpp"))
+      continue;
+    ++measuring;
+    const std::string measure = test::read_text(entry.path().string());
+    for (const char* writes : {"markdown", "write_file_atomic", "write_json", "formats/plot.h"})
+      EXPECT_EQ(measure.find(writes), std::string::npos) << file << ": " << writes;
+  }
+  EXPECT_GE(measuring, static_cast<int>(experiment_rows().size()));
+  for (const auto& row : experiment_rows()) {
+    std::string name = row.name, found;
+    std::replace(name.begin(), name.end(), '-', '_');
+    for (size_t i = 0; i < name.size(); ++i)  // facts_kv: FactsKvFound
+      if (name[i] != '_')
+        found += i == 0 || name[i - 1] == '_' ? static_cast<char>(std::toupper(name[i])) : name[i];
+    const std::string base = (folder / ("experiment_" + name)).string();
+    ASSERT_TRUE(fs::exists(base + ".h") && fs::exists(base + ".cpp") &&
+                fs::exists(base + "_output.cpp"))
+        << base;
+    EXPECT_NE(test::read_text(base + ".h").find("struct " + found + "Found {"), std::string::npos)
+        << base << ".h";
+    EXPECT_NE(test::read_text(base + "_output.cpp")
+                  .find("ExperimentResult write_" + name + "(const Experiment& experiment"),
+              std::string::npos)
+        << base << "_output.cpp";
+  }
 }
 
 // The facts sweep at a few steps a point, then kinds trained again at the exposures given: each
