@@ -1,5 +1,6 @@
 // What the experiment files (src/experiments/experiment_*.cpp) share: one Experiment per run of
-// `recall experiment NAME`, its run folders, and the Markdown helpers. Private to this layer.
+// `recall experiment NAME`, its run folders, and the Markdown helpers of the writers
+// (experiment_<name>_output.cpp). Private to this layer.
 #pragma once
 #include <fmt/format.h>
 
