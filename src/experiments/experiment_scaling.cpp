@@ -28,19 +28,8 @@ namespace recall::experiment_detail {
 
 namespace {
 
-// The probe's effort and reach in the scaling experiment (its row's sizes).
-struct ScalingPlan {
-  int64_t trials, queries;
-  double probe_limit;  // largest theory capacity probed
-  std::vector<int64_t> dims;
-  explicit ScalingPlan(const ExperimentSizes& s)
-      : trials(s.scaling_trials),
-        queries(s.scaling_queries),
-        probe_limit(s.scaling_probe_limit),
-        dims(s.scaling_dims) {}
-};
-
-std::vector<CapacityPoint> capacity_points(const ScalingPlan& plan) {
+// Every store at every value of its variable, probed where theory is within the probe's limit.
+std::vector<CapacityPoint> capacity_points(const ScalingFound& plan) {
   std::vector<CapacityPoint> pts;
   auto add = [&](const std::string& store, const std::string& variable, double value, int64_t d,
                  double beta) {
@@ -70,7 +59,7 @@ std::vector<CapacityPoint> capacity_points(const ScalingPlan& plan) {
 
 // The probe of the per-M ISR of outer product and least squares (the section sets their closed
 // forms beside it).
-ProbeConfig isr_probing(const ScalingPlan& plan) {
+ProbeConfig isr_probing(const ScalingFound& plan) {
   ProbeConfig probing;
   probing.stores = {"outer_product", "least_squares"};
   probing.m = {16, 64, 256, 1024, 4096, 16384};
@@ -83,14 +72,13 @@ ProbeConfig isr_probing(const ScalingPlan& plan) {
 }  // namespace
 
 ScalingFound Experiment::scaling() {
-  const ScalingPlan plan(sizes());
   ScalingFound found;
-  found.trials = plan.trials;
-  found.queries = plan.queries;
-  found.probe_limit = plan.probe_limit;
-  found.dims = plan.dims;
-  found.points = capacity_points(plan);
-  found.isr_probing = isr_probing(plan);
+  found.trials = sizes().scaling_trials;
+  found.queries = sizes().scaling_queries;
+  found.probe_limit = sizes().scaling_probe_limit;
+  found.dims = sizes().scaling_dims;
+  found.points = capacity_points(found);
+  found.isr_probing = isr_probing(found);
   found.isr = run_probe(found.isr_probing);
   return found;
 }
