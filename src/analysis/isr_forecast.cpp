@@ -108,6 +108,8 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
   torch::NoGradGuard no_grad;
   QueryReading r;
   double beta_sum = 0;
+  std::vector<torch::Tensor> at64;  // per layer (H or 1, >= T), float64 (ssmax's scale is float32)
+  for (const auto& s : at) at64.push_back(s.to(torch::kFloat64).contiguous());
   for (const Batch& b : set) {
     const auto asked = mqar_queries(b, pairs);
     ActivationCache cache;
@@ -139,8 +141,7 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
       const double* weights = w.data_ptr<double>();
       const double* scores = score.data_ptr<double>();
       const double* norms = q_norm.data_ptr<double>();
-      const torch::Tensor scale =
-          at[static_cast<size_t>(h.layer)].to(torch::kFloat64).contiguous();  // (H or 1, >= T)
+      const torch::Tensor& scale = at64[static_cast<size_t>(h.layer)];
       const double* scale_row =
           scale.data_ptr<double>() + (scale.size(0) == 1 ? 0 : h.head) * scale.size(1);
       auto& pool = r.pools[{h.layer, h.head}];

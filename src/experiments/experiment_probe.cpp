@@ -6,14 +6,10 @@ namespace recall::experiment_detail {
 
 ProbeFound Experiment::probe() {
   const ExperimentSizes& size = sizes();
-  ProbeFound found;
-  found.trials = size.probe_trials;
-  found.rule_m_max = size.probe_rule_m_max;
   ProbeConfig probing;
-  probing.trials = found.trials;
-  probing.rule_m_max = found.rule_m_max;
-  found.result = run_probe(probing);
-  return found;
+  probing.trials = size.probe_trials;
+  probing.rule_m_max = size.probe_rule_m_max;
+  return {run_probe(probing)};
 }
 
 }  // namespace recall::experiment_detail

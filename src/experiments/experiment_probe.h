@@ -8,8 +8,7 @@ namespace recall::experiment_detail {
 
 // The probe's ISR against M per store and per sharpness rule, and the capacities it crosses at.
 struct ProbeFound {
-  int64_t trials = 0, rule_m_max = 0;  // the command's --trials and --rule-m-max
-  ProbeResult result;                  // every store's and rule's curve, and the run's seconds
+  ProbeResult result;  // every store's and rule's curve, its config and the run's seconds
 };
 ExperimentResult write_probe(const Experiment& experiment, const ProbeFound& found);
 

@@ -50,7 +50,7 @@ ExperimentResult write_probe(const Experiment& experiment, const ProbeFound& fou
       "theory gives E[ISR^2].\n\n{}\n"
       "Softmax ISR under each sharpness rule (median, theory RMS in brackets), L = {}, "
       "beta_0 = {}:\n\n{}\n![probe](probe.png)\n",
-      found.trials, found.rule_m_max, r.seconds, r.config.trials, r.config.queries,
+      r.config.trials, r.config.rule_m_max, r.seconds, r.config.trials, r.config.queries,
       markdown_table({"store", "median crossing", "trial range", "RMS crossing ± sem", "theory",
                       "RMS / theory"},
                      rows),
