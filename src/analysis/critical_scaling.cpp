@@ -23,12 +23,13 @@ namespace {
 
 // One held query's row at multiple m: the score gaps of its own keys and of the t_m - t the pool
 // adds, ascending.
-std::vector<double> row_gaps(const ForecastQuery& q, int64_t m, const std::vector<double>& pool) {
+std::vector<double> row_gaps(const ForecastQuery& q, int64_t m, const std::vector<double>& pool,
+                             uint64_t draws) {
   std::vector<double> g;
   for (double d : q.d) g.push_back(-d / q.beta);  // d_j = beta (s_j - s_read)
   const int64_t n = m * (q.t + 1) - 1 - q.t;
   if (!pool.empty())
-    for (int64_t i = 0; i < n; ++i) g.push_back(q.read - pool_draw(pool, i, n));
+    for (int64_t i = 0; i < n; ++i) g.push_back(q.read - pool_draw(pool, draws, i));
   std::sort(g.begin(), g.end());
   return g;
 }
@@ -65,8 +66,10 @@ CriticalScaling critical_scaling(Transformer& model, const ForecastReading& read
     std::vector<double> star;
     for (const ForecastQuery* q : queries) {
       const auto pool = reading.pools.find({q->layer, q->head});
-      star.push_back(gap_count_beta(
-          row_gaps(*q, m, pool == reading.pools.end() ? std::vector<double>{} : pool->second)));
+      // the query's draws are those of its index in the reading, as the ISR forecast's
+      const auto draws = static_cast<uint64_t>(q - reading.queries.data());
+      star.push_back(gap_count_beta(row_gaps(
+          *q, m, pool == reading.pools.end() ? std::vector<double>{} : pool->second, draws)));
     }
     std::vector<double> sorted = star;
     std::sort(sorted.begin(), sorted.end());

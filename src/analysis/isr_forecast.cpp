@@ -17,7 +17,8 @@ double head_scale(const torch::Tensor& s, int64_t h, int64_t t) {
   return s[s.size(0) == 1 ? 0 : h][t].item<double>();
 }
 
-double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool) {
+double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool,
+                 uint64_t draws) {
   const int64_t t_m = m * (q.t + 1) - 1;
   double own = 0;
   for (double d : q.d) own += std::exp(2 * rho * d);
@@ -28,7 +29,7 @@ double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vecto
   const int64_t n = t_m - q.t;
   double added = 0;
   for (int64_t i = 0; i < n; ++i)
-    added += std::exp(2 * rho * q.beta * (pool_draw(*pool, i, n) - q.read));
+    added += std::exp(2 * rho * q.beta * (pool_draw(*pool, draws, i) - q.read));
   return std::sqrt(own + added);
 }
 
@@ -67,13 +68,14 @@ IsrForecast forecast_from_queries(const std::vector<ForecastQuery>& queries,
   for (int64_t m : multiples) {
     // per head, the median over its queries; then the mean over the heads
     std::map<std::pair<int64_t, int64_t>, std::vector<double>> by_head;
-    for (const ForecastQuery& q : queries) {
+    for (size_t k = 0; k < queries.size(); ++k) {
+      const ForecastQuery& q = queries[k];
       const int64_t t_m = m * (q.t + 1) - 1;
       const double rho = head_scale(at_rule[static_cast<size_t>(q.layer)], q.head, t_m) /
                          head_scale(at_train[static_cast<size_t>(q.layer)], q.head, q.t);
       const auto pool = pools.find({q.layer, q.head});
       by_head[{q.layer, q.head}].push_back(
-          query_isr(q, m, rho, pool == pools.end() ? nullptr : &pool->second));
+          query_isr(q, m, rho, pool == pools.end() ? nullptr : &pool->second, k));
     }
     add_multiple(f, by_head);
   }
@@ -103,14 +105,16 @@ struct QueryReading {
   double beta = 0;  // the mean multiplier at the queries
 };
 QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
-                          const std::vector<HeadReport>& heads, int64_t pairs,
-                          const std::vector<torch::Tensor>& at) {
+                          const std::vector<Batch>& pool_set, const std::vector<HeadReport>& heads,
+                          int64_t pairs, const std::vector<torch::Tensor>& at) {
   torch::NoGradGuard no_grad;
   QueryReading r;
   double beta_sum = 0;
   std::vector<torch::Tensor> at64;  // per layer (H or 1, >= T), float64 (ssmax's scale is float32)
   for (const auto& s : at) at64.push_back(s.to(torch::kFloat64).contiguous());
-  for (const Batch& b : set) {
+  for (size_t batch = 0; batch < set.size() + pool_set.size(); ++batch) {
+    const bool own = batch < set.size();  // the queries read; pool_set adds to the pools alone
+    const Batch& b = own ? set[batch] : pool_set[batch - set.size()];
     const auto asked = mqar_queries(b, pairs);
     ActivationCache cache;
     model->forward(b.x.to(model->parameters().front().device()), &cache);
@@ -152,12 +156,17 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
           const double* row = weights + ((s * H + h.head) * T + t) * NT;  // the keys t sees
           const double wc = row[c];
           if (!(wc > 0)) continue;  // a read key of weight 0 says nothing of the rest
+          const double* ps = scores + (s * T + t) * NT;
+          if (!own) {
+            for (int64_t j = N; j <= N + t; ++j)
+              if (j != c && row[j] > 0) pool.push_back(ps[j]);
+            continue;
+          }
           const double beta = scale_row[t];
           // (N + t + 1,), d_c = 0: torch's division and log, as the forecast always read them
           const auto d =
               (torch::from_blob(const_cast<double*>(row), {N + t + 1}, torch::kFloat64) / wc).log();
           const double* p = d.data_ptr<double>();
-          const double* ps = scores + (s * T + t) * NT;
           std::vector<double> rest;
           for (int64_t j = 0; j <= N + t; ++j)
             if (j != c && std::isfinite(p[j])) {
@@ -194,9 +203,15 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
   for (int64_t m : multiples) r.pairs.push_back(mqar_pairs_at(config, m, PairsAtLength::kGrow));
   auto task = make_task(config, {});
   r.prompts = length_prompts(*task, config, r.seq_len, batches, r.pairs_1x);
+  {  // the pool's: the stream's next prompts, to kPoolSequences in all (the same chunks)
+    const int64_t B = config.trainer.batch_size;
+    auto all = length_prompts(*task, config, r.seq_len,
+                              std::max(batches, (kPoolSequences + B - 1) / B), r.pairs_1x);
+    r.pool_prompts.assign(all.begin() + static_cast<std::ptrdiff_t>(r.prompts.size()), all.end());
+  }
   r.heads = inspect_heads(model, r.prompts, r.pairs_1x);
   r.at_train = rule_scales(model, r.trained, multiples.back() * r.seq_len);
-  QueryReading q = read_queries(model, r.prompts, r.heads, r.pairs_1x, r.at_train);
+  QueryReading q = read_queries(model, r.prompts, r.pool_prompts, r.heads, r.pairs_1x, r.at_train);
   r.queries = std::move(q.queries);
   r.pools = std::move(q.pools);
   r.beta = q.beta;
@@ -250,13 +265,22 @@ namespace {
 HeadQueries layered_at(Transformer& model, const ForecastReading& reading,
                        const std::vector<torch::Tensor>& at_rule, int64_t m) {
   const LongerContext longer = longer_context(at_rule, reading.seq_len, m);
+  // A first-layer head's scores are those of its projections of the tokens, whatever the rule and
+  // length: its pool is the reading's. Only heads above read their pools again.
+  const bool above = std::any_of(reading.heads.begin(), reading.heads.end(),
+                                 [](const HeadReport& h) { return h.recalls() && h.layer > 0; });
   const QueryReading q = [&] {
     Emulating on(model, longer.scale, longer.count);
-    return read_queries(model, reading.prompts, reading.heads, reading.pairs_1x, longer.scale);
+    return read_queries(model, reading.prompts, above ? reading.pool_prompts : std::vector<Batch>{},
+                        reading.heads, reading.pairs_1x, longer.scale);
   }();
   HeadQueries by_head;
-  for (const ForecastQuery& fq : q.queries)  // d_j and beta at the rule's multiplier
-    by_head[{fq.layer, fq.head}].push_back(query_isr(fq, m, 1.0, &q.pools.at({fq.layer, fq.head})));
+  for (size_t k = 0; k < q.queries.size(); ++k) {  // d_j and beta at the rule's multiplier
+    const ForecastQuery& fq = q.queries[k];
+    const KeyPools& pools = fq.layer == 0 ? reading.pools : q.pools;
+    by_head[{fq.layer, fq.head}].push_back(
+        query_isr(fq, m, 1.0, &pools.at({fq.layer, fq.head}), k));
+  }
   return by_head;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "recall/analysis/inspect_heads.h"
+#include "recall/core/random.h"
 #include "recall/stores/beta_rule.h"
 #include "recall/train/trainer.h"
 
@@ -62,7 +63,12 @@ struct ForecastQuery {
 
 // Per recalling head (layer, head), the scores q^ . k of every context key it did not read, over
 // all its queries, sorted: the keys a longer prompt adds are drawn from these, near collisions
-// included. With unit q and k (qk_norm) a score is a cosine.
+// included. With unit q and k (qk_norm) a score is a cosine. At 64x a query meets about 2,000
+// added keys, so the pool is read from kPoolSequences prompts (about 190,000 scores for
+// mqar-store): from the 128 the queries are read on, the few near collisions that carry a sharp
+// head's ISR at 64x came out 0.014 or 0.054 by the prompts drawn, against 0.025 measured.
+using KeyPools = std::map<std::pair<int64_t, int64_t>, std::vector<double>>;
+inline constexpr int64_t kPoolSequences = 1024;
 using KeyPools = std::map<std::pair<int64_t, int64_t>, std::vector<double>>;
 
 // The forecast under `rule` from queries read at the training length. At multiple m a query moves
@@ -88,6 +94,7 @@ struct ForecastReading {
   int64_t seq_len = 0;
   BetaRule trained = BetaRule::kNone;
   std::vector<Batch> prompts;          // the mqar prompts read, at the training length
+  std::vector<Batch> pool_prompts;     // more of them, whose scores add to the pools alone
   std::vector<HeadReport> heads;       // inspect's reading of every head on them
   int64_t pairs_1x = 0;                // the mqar pairs in each
   double beta = 0;                     // the heads' mean multiplier at their queries
@@ -102,22 +109,28 @@ ForecastReading read_forecast(Transformer& model, const TrainConfig& config,
 // Each layer's multipliers (H or 1, T) under `rule`, float64; the model keeps its own rule.
 std::vector<torch::Tensor> rule_scales(Transformer& model, BetaRule rule, int64_t T);
 
-// The i-th of n keys a longer prompt adds, drawn from a sorted pool at its quantile (i + 1/2) / n.
-inline double pool_draw(const std::vector<double>& pool, int64_t i, int64_t n) {
-  return pool[static_cast<size_t>((2 * i + 1) * static_cast<int64_t>(pool.size()) / (2 * n))];
+// The i-th of the keys a longer prompt adds to one query: a uniform draw from the pool, with
+// replacement, a function of (draws, i) alone. Query k of a reading draws with draws = k, under
+// every rule and at every multiple, so a larger multiple adds keys to the same sample and a sharper
+// rule meets the same keys. Random draws, not the pool's quantiles: the median query meets a random
+// sample of the near collisions, and where a longer prompt adds only tens of keys the quantiles
+// give every query the same few (at 2x they missed a sharpened head's measured ISR by 1.4x).
+inline double pool_draw(const std::vector<double>& pool, uint64_t draws, int64_t i) {
+  const uint64_t x = splitmix64(splitmix64(draws) ^ static_cast<uint64_t>(i));
+  return pool[static_cast<size_t>(x % static_cast<uint64_t>(pool.size()))];
 }
 
 // Head h's multiplier at position t, from a layer's table of rule_scales (H or 1, T).
 double head_scale(const torch::Tensor& s, int64_t h, int64_t t);
 
 // The ISR of one query at m times the length, t_m = m (t + 1) - 1, its gaps sharpened by rho.
-// The t_m other keys are the query's own t and n = t_m - t more, whose scores are the pool's
-// quantiles at (i - 1/2) / n, i = 1..n (the pool's mix, its near collisions included as often as
-// n keys meet them):
+// The t_m other keys are the query's own t and n = t_m - t more, whose scores Q_i are drawn from
+// the pool (pool_draw with `draws`; its near collisions met as often as n keys meet them):
 //   ISR_m^2 = sum_own exp(2 rho d_j) + sum_i exp(2 rho beta (Q_i - read)).
 // Without a pool: the own keys m-fold, ISR_m^2 = (t_m / t) sum_own exp(2 rho d_j). At m = 1 both
 // are the measured ISR.
-double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool);
+double query_isr(const ForecastQuery& q, int64_t m, double rho, const std::vector<double>* pool,
+                 uint64_t draws);
 
 // The layered forecast under `rule`: the layers below a recalling head read as they would at m
 // times the length, not as they did at 1x. At each multiple m the prompts of `reading` run again at
