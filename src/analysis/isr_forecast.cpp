@@ -116,8 +116,8 @@ QueryReading read_queries(Transformer& model, const std::vector<Batch>& set,
     const bool own = batch < set.size();  // the queries read; pool_set adds to the pools alone
     const Batch& b = own ? set[batch] : pool_set[batch - set.size()];
     const auto asked = mqar_queries(b, pairs);
-    ActivationCache cache;
-    model->forward(b.x.to(model->parameters().front().device()), &cache);
+    ActivationCache cache;  // the attention's tensors are what is read: no logits
+    model->hidden(b.x.to(model->parameters().front().device()), &cache);
     // per layer, its cached tensors in float64 on the CPU, converted once for all its heads
     std::map<std::pair<int64_t, std::string>, torch::Tensor> read;
     const auto at_layer = [&](int64_t layer, const char* name) -> const torch::Tensor& {

@@ -3,6 +3,7 @@
 // experiment_store_prescription.cpp) and its writers (experiment_extrapolation_output.cpp, and
 // experiment_extrapolation_store_output.cpp for the store part and its prescription).
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "recall/analysis/extrapolate.h"
 #include "recall/analysis/probe.h"
 #include "recall/train/train_config.h"
+#include "recall/train/trainer.h"
 
 namespace recall::experiment_detail {
 
@@ -90,6 +92,23 @@ struct StoreForecastRow {
   double worst_miss = 1;
 };
 
+// A trained run the forecast reads: its checkpoint and the rule it was trained under.
+struct ForecastRun {
+  std::string checkpoint;
+  BetaRule trained = BetaRule::kNone;
+};
+// What the longer prompts measured of a run under a rule: the recalling heads' mean median ISR per
+// multiple of the forecast (none where not read).
+using MeasuredIsr = std::function<std::vector<std::optional<double>>(
+    Restored& run, const std::string& checkpoint, BetaRule rule)>;
+// Per (trained rule, rule at evaluation), each run's forecast at `lengths` from its training
+// length alone (forecast_isr), averaged over the runs, beside what `measured` says of the same run:
+// a run is read under its own rule and, rule-less, under the rules equal to none within the
+// training length. Fills every field but halving (and random, left empty per multiple).
+std::vector<StoreForecastRow> forecast_rows(const std::vector<ForecastRun>& runs,
+                                            const std::vector<int64_t>& lengths, int64_t batches,
+                                            const MeasuredIsr& measured);
+
 // One prescription of one run and what the run measured at the target under log:c and log:(c/2).
 struct PrescriptionMeasured {
   std::optional<double> c, at_c, at_half;
@@ -128,6 +147,9 @@ struct ExtrapolationStoreFound {
   TrainConfig recipe;                    // mqar-store as trained (beta, keys, values)
   std::vector<StoreForecastRow> forecasts;  // with the random store's ISR filled in
   StorePrescriptionFound prescription;
+  // held out: the same forecast on the first part's content-only runs (pairs growing), a model it
+  // was not developed on, beside the ISR and accuracy that part measured
+  std::vector<StoreForecastRow> heldout;
 };
 // Writes extrapolation_store.json, extrapolation_store.png and extrapolation_store_isr.png; returns
 // the part's Markdown.

@@ -100,41 +100,39 @@ std::map<BetaRule, std::vector<std::optional<double>>> random_store_isr(
   return out;
 }
 
-std::vector<StoreForecastRow> forecast_rows(const std::vector<ExtrapolatePoint>& points,
-                                            const std::vector<ExtrapolateCurve>& curves,
-                                            const std::vector<int64_t>& lengths, int64_t batches) {
+}  // namespace
+
+std::vector<StoreForecastRow> forecast_rows(const std::vector<ForecastRun>& runs,
+                                            const std::vector<int64_t>& lengths, int64_t batches,
+                                            const MeasuredIsr& measured_of) {
   std::vector<StoreForecastRow> rows;
-  std::vector<std::string> done;
   std::map<std::pair<BetaRule, BetaRule>, std::vector<std::vector<double>>> measured;
-  for (const auto& p : points) {
-    if (p.multiple != lengths.front() || p.rule != p.trained ||
-        std::find(done.begin(), done.end(), p.checkpoint) != done.end())
-      continue;
-    done.push_back(p.checkpoint);
-    Restored r = restore(p.checkpoint);
+  for (const auto& [checkpoint, trained] : runs) {
+    Restored r = restore(checkpoint);
     // the rules that equal none up to L (qwen, yarn) read the none runs; the rest their own rule
-    std::vector<BetaRule> rules{p.trained};
-    if (p.trained == BetaRule::kNone)
+    std::vector<BetaRule> rules{trained};
+    if (trained == BetaRule::kNone)
       for (BetaRule rule : rules_equal_to_none_within_training_length()) rules.push_back(rule);
     std::map<BetaRule, std::vector<std::optional<double>>> run_measured;
     for (BetaRule rule : rules) {
-      const auto m = measured_isr(r, p.checkpoint, rule, lengths, batches);
+      const auto m = measured_of(r, checkpoint, rule);
       run_measured[rule] = m;
-      auto& sums = measured[{p.trained, rule}];
+      auto& sums = measured[{trained, rule}];
       sums.resize(lengths.size());
       for (size_t i = 0; i < m.size(); ++i)
         if (m[i]) sums[i].push_back(*m[i]);
     }
     for (const auto& f : forecast_isr(r.model, r.config, lengths, rules, batches)) {
       auto row = std::find_if(rows.begin(), rows.end(), [&](const StoreForecastRow& x) {
-        return x.trained == p.trained && x.rule == f.rule;
+        return x.trained == trained && x.rule == f.rule;
       });
       if (row == rows.end()) {
         StoreForecastRow fresh;
-        fresh.trained = p.trained;
+        fresh.trained = trained;
         fresh.rule = f.rule;
         fresh.pairs = f.pairs;
         fresh.isr.assign(f.isr.size(), 0.0);
+        fresh.random.resize(f.isr.size());
         rows.push_back(fresh);
         row = rows.end() - 1;
       }
@@ -159,14 +157,11 @@ std::vector<StoreForecastRow> forecast_rows(const std::vector<ExtrapolatePoint>&
     row.overflow = crossing(row.pairs, row.isr);
     for (const auto& m : measured[{row.trained, row.rule}])
       row.measured.push_back(m.empty() ? std::nullopt : std::optional<double>(mean(m)));
-    const auto c = std::find_if(curves.begin(), curves.end(), [&](const ExtrapolateCurve& c) {
-      return c.trained == row.trained && c.rule == row.rule;
-    });
-    if (c != curves.end())
-      row.halving = crossing(c->pairs, c->accuracy, 0.5, /*rising=*/false, /*log_y=*/false);
   }
   return rows;
 }
+
+namespace {
 
 // Trains (or reuses) mqar-store under each of the report's rules and seeds, scores it at the
 // store's lengths (the none runs also under qwen and yarn) and returns the points of the runs
@@ -205,7 +200,22 @@ ExtrapolationStoreFound Experiment::extrapolation_store(const ExperimentSizes& s
   found.target = find_target(curves, found.runs);
   found.recipe = train_config_from_file("mqar-store", {});
   auto& forecasts = found.forecasts;
-  forecasts = forecast_rows(points, curves, size.store_lengths, size.extrapolate_batches);
+  std::vector<ForecastRun> runs;  // each run that learned, once
+  for (const auto& p : points)
+    if (p.multiple == size.store_lengths.front() && p.rule == p.trained)
+      runs.push_back({p.checkpoint, p.trained});
+  forecasts = forecast_rows(runs, size.store_lengths, size.extrapolate_batches,
+                            [&](Restored& r, const std::string& checkpoint, BetaRule rule) {
+                              return measured_isr(r, checkpoint, rule, size.store_lengths,
+                                                  size.extrapolate_batches);
+                            });
+  for (auto& row : forecasts) {
+    const auto c = std::find_if(curves.begin(), curves.end(), [&](const ExtrapolateCurve& c) {
+      return c.trained == row.trained && c.rule == row.rule;
+    });
+    if (c != curves.end())
+      row.halving = crossing(c->pairs, c->accuracy, 0.5, /*rising=*/false, /*log_y=*/false);
+  }
   const auto random = random_store_isr(found.recipe, size.store_lengths, size.reference_trials);
   for (auto& f : forecasts)
     f.random =

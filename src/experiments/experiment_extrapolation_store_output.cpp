@@ -253,6 +253,17 @@ StorePrescription write_store_prescription(const StorePrescriptionFound& found,
 
 }  // namespace
 
+// The forecast held out: the first part's rule-less content-only runs, a model without unit q and
+// k that it was not developed on.
+std::string heldout_markdown(const ForecastTable& t) {
+  return fmt::format(
+      "Held out: the same forecast on this section's rule-less content-only runs "
+      "(mqar-extrapolate, pairs growing: no unit q and k, so nothing bounds the logits), a model "
+      "it was not developed on, beside the ISR and accuracy measured above: a forecast that always "
+      "said \"fails\" would be wrong wherever recall holds.{}\n\n{}\n",
+      t.verdict, t.markdown);
+}
+
 std::string write_extrapolation_store(const Experiment& experiment,
                                       const ExtrapolationStoreFound& found) {
   const std::string& out_dir = experiment.config().out_dir;
@@ -264,6 +275,9 @@ std::string write_extrapolation_store(const Experiment& experiment,
     left_out +=
         (left_out.empty() ? "" : ", ") + fmt::format("`{}`", fs::relative(u, out_dir).string());
   const ForecastTable ft = forecast_table(found.forecasts);
+  const std::optional<ForecastTable> held =
+      found.heldout.empty() ? std::nullopt
+                            : std::optional<ForecastTable>(forecast_table(found.heldout));
   write_forecast_plot(found.forecasts, experiment.path("extrapolation_store_isr.png"));
   const StorePrescription prescribed = write_store_prescription(found.prescription, out_dir);
 
@@ -276,6 +290,7 @@ std::string write_extrapolation_store(const Experiment& experiment,
                          {"points", json::parse(extrapolate_json(points))["points"]},
                          {"curves", accuracy.data},
                          {"forecast", ft.rows},
+                         {"forecast_held_out", held ? held->rows : json::array()},
                          {"prescription", prescribed.json},
                          {"unlearned_runs", found.unlearned},
                          {"target", verdict.data}});
@@ -296,13 +311,13 @@ std::string write_extrapolation_store(const Experiment& experiment,
       "forecast / the ISR that inspect measured on the longer prompts (to 64x) / the median ISR "
       "of a random softmax store with the heads' d_k and beta, holding as many unit keys as the "
       "context has tokens (4 per memory), under the same rule.\n\n{}\n"
-      "![extrapolation_store_isr](extrapolation_store_isr.png)\n\n{}",
+      "![extrapolation_store_isr](extrapolation_store_isr.png)\n\n{}{}",
       found.steps, found.seeds, rule_list(found.rules, ","), fmt::join(found.lengths, ","),
       recipe.model.attn_scale,
       MqarTask::value_begin(recipe.model.vocab_size, recipe.task.mqar_values) - 1,
       recipe.task.mqar_values, curves.front().pairs.front(), curves.front().pairs.back(),
       left_out.empty() ? "none" : left_out, accuracy.markdown, verdict.markdown, ft.verdict,
-      ft.markdown, prescribed.markdown);
+      ft.markdown, held ? heldout_markdown(*held) : std::string(), prescribed.markdown);
 }
 
 }  // namespace recall::experiment_detail
