@@ -117,8 +117,8 @@ ProbeReference probe_reference(int64_t max_multiple, int64_t trials) {
 }
 
 // The forecast on the rule-less content-only runs read with the pairs growing: no unit q and k, a
-// model the forecast was not developed on, where it must say that recall holds to 64x. What those
-// runs measured (their points) is set beside it.
+// model the forecast was not developed on. What those runs measured (their points) is set beside
+// it, the ISR of their recalling heads and where their accuracy halves.
 std::vector<StoreForecastRow> heldout_forecast(const ExtrapolationFound& found, int64_t batches) {
   std::vector<ForecastRun> runs;
   for (const auto& p : found.points)

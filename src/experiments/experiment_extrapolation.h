@@ -104,7 +104,7 @@ using MeasuredIsr = std::function<std::vector<std::optional<double>>(
 // Per (trained rule, rule at evaluation), each run's forecast at `lengths` from its training
 // length alone (forecast_isr), averaged over the runs, beside what `measured` says of the same run:
 // a run is read under its own rule and, rule-less, under the rules equal to none within the
-// training length. Fills every field but halving (and random, left empty per multiple).
+// training length. Fills every field but halving and random (none at every multiple).
 std::vector<StoreForecastRow> forecast_rows(const std::vector<ForecastRun>& runs,
                                             const std::vector<int64_t>& lengths, int64_t batches,
                                             const MeasuredIsr& measured);
