@@ -7,13 +7,15 @@
 A query at position t asks the key of pair i; the head reads pair i's value position (key
 position + offset, --offset, 1 as inspect finds it on mqar-store) and weighs every other key j it
 sees by w_j / w_c, so ISR^2 = sum_j (w_j / w_c)^2 (docs/science.md §2). This sorts those terms by
-what sits at j: another pair's key or value position, the asked pair's own key, the query's own
-position, another query's key, the filler between queries, or position 0. It prints, per multiple
+what sits at j: another pair's key or value position (or one holding the asked value again, once
+the pairs outnumber the values), the asked pair's own key, the query's own position, another
+query's key, the filler between queries, or position 0. It prints, per multiple
 m of the training length (the pairs growing with it, as `recall inspect --pairs grow`), the median
 ISR over the queries, each kind's share of the summed ISR^2, and the median cosine of the read key
 and of the nearest other key: the numbers that say whether a rule's sharpening or the keys a longer
 prompt adds move the ISR. The prompts follow recall's mqar layout (src/train/task_mqar.cpp): the
-pairs (key, value) first, then each key asked once at an even offset of the query region, filler 0
+pairs (key, value) first (the values distinct while the pairs are at most the values, drawn with
+replacement past that), then each key asked once at an even offset of the query region, filler 0
 between. Token ids: filler 0, keys 1 .. vocab - values - 1, then the values. Needs torch (any 2.x
 or Debian's 1.13) and python/recall_model.py.
 """
@@ -36,7 +38,10 @@ def prompts(gen, B, T, n, vocab, values):
     asked = []
     for b in range(B):
         keys = torch.randperm(key_end - 1, generator=gen)[:n] + 1
-        vals = torch.randperm(values, generator=gen)[:n] + key_end
+        if n <= values:  # distinct, as recall draws them; past that, with replacement
+            vals = torch.randperm(values, generator=gen)[:n] + key_end
+        else:
+            vals = torch.randint(values, (n,), generator=gen) + key_end
         x[b, 0:2 * n:2], x[b, 1:2 * n:2] = keys, vals
         slots = torch.randperm((T - 1 - 2 * n) // 2 + 1, generator=gen)[:n]
         row = []
@@ -55,6 +60,8 @@ def kind(x, b, j, t, i, n):
         return "query's own position"
     if j == 0:
         return "position 0"
+    if j < 2 * n and j % 2 == 1 and int(x[b, j]) == int(x[b, 2 * i + 1]):
+        return "the asked value again"  # more pairs than values: values repeat
     if j < 2 * n:
         return "other pair's key" if j % 2 == 0 else "other pair's value"
     return "other query's key" if int(x[b, j]) != 0 else "filler"

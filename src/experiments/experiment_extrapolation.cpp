@@ -8,6 +8,7 @@
 #include <map>
 
 #include "recall/analysis/extrapolate.h"
+#include "recall/analysis/forecast_report.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
@@ -116,9 +117,10 @@ ProbeReference probe_reference(int64_t max_multiple, int64_t trials) {
   return out;
 }
 
-// The forecast on the rule-less content-only runs read with the pairs growing: no unit q and k, a
-// model the forecast was not developed on. What those runs measured (their points) is set beside
-// it, the ISR of their recalling heads and where their accuracy halves.
+// The forecast on the rule-less content-only runs read with the pairs growing (reading `batches`,
+// recall forecast's default): no unit q and k, a model the forecast was not developed on. What
+// those runs measured (their points) is set beside it, the ISR of their recalling heads and where
+// their accuracy halves.
 std::vector<StoreForecastRow> heldout_forecast(const ExtrapolationFound& found, int64_t batches) {
   std::vector<ForecastRun> runs;
   for (const auto& p : found.points)
@@ -173,7 +175,7 @@ ExtrapolationFound Experiment::extrapolation() {
     }
   found.probe = probe_reference(lengths.back(), size.reference_trials);
   found.store = extrapolation_store(size);
-  found.store.heldout = heldout_forecast(found, size.extrapolate_batches);
+  found.store.heldout = heldout_forecast(found, ForecastConfig{}.batches);
   return found;
 }
 

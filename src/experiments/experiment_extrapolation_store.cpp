@@ -7,6 +7,7 @@
 
 #include "experiment_extrapolation.h"
 #include "recall/analysis/extrapolate.h"
+#include "recall/analysis/forecast_report.h"
 #include "recall/analysis/inspect.h"
 #include "recall/analysis/isr_forecast.h"
 #include "recall/analysis/probe.h"
@@ -204,7 +205,8 @@ ExtrapolationStoreFound Experiment::extrapolation_store(const ExperimentSizes& s
   for (const auto& p : points)
     if (p.multiple == size.store_lengths.front() && p.rule == p.trained)
       runs.push_back({p.checkpoint, p.trained});
-  forecasts = forecast_rows(runs, size.store_lengths, size.extrapolate_batches,
+  // the forecast reads as recall forecast does by default, as the prescription below does
+  forecasts = forecast_rows(runs, size.store_lengths, ForecastConfig{}.batches,
                             [&](Restored& r, const std::string& checkpoint, BetaRule rule) {
                               return measured_isr(r, checkpoint, rule, size.store_lengths,
                                                   size.extrapolate_batches);

@@ -213,6 +213,17 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
       EXPECT_FALSE(f["random_store_isr"][0].is_null()) << f;
     }
   EXPECT_TRUE(forecast_none) << store["forecast"];
+  // held out: the same forecast on the first part's rule-less content-only runs, whose 1x reading
+  // is the ISR that part measured on the same prompts and heads
+  bool held_out_none = false;
+  for (const auto& f : store["forecast_held_out"])
+    if (f["trained_rule"] == "none" && f["rule"] == "none") {
+      held_out_none = true;
+      EXPECT_NEAR(f["forecast_isr"][0].get<double>(), f["measured_isr"][0].get<double>(),
+                  1e-6 * f["measured_isr"][0].get<double>())
+          << f;
+    }
+  EXPECT_TRUE(held_out_none) << store["forecast_held_out"];
   // The prescription, forecast from 1x, then measured at 64x: on the forecast accuracy, c holds
   // accuracy >= 0.95 and c/2 does not (when written, on 2 threads: c 0.148, accuracy 0.993 at c,
   // 0.043 above the level, and 0.882 at c/2, 0.068 below it).
