@@ -310,7 +310,9 @@ std::string write_extrapolation_store(const Experiment& experiment,
       "over the recalling heads of their median, then over the runs.{} Each cell is the "
       "forecast / the ISR that inspect measured on the longer prompts (to 64x) / the median ISR "
       "of a random softmax store with the heads' d_k and beta, holding as many unit keys as the "
-      "context has tokens (4 per memory), under the same rule.\n\n{}\n"
+      "context has tokens (4 per memory), under the same rule. The forecast reads the prompts "
+      "that `recall forecast` reads by default and inspect its own, so at 1x the two differ by "
+      "that sampling alone.\n\n{}\n"
       "![extrapolation_store_isr](extrapolation_store_isr.png)\n\n{}{}",
       found.steps, found.seeds, rule_list(found.rules, ","), fmt::join(found.lengths, ","),
       recipe.model.attn_scale,

@@ -202,28 +202,29 @@ TEST(Report, QuickWritesEverySectionPlotAndJson) {
   // long prompts measured
   ASSERT_TRUE(store["target"].is_object()) << store["curves"];
   EXPECT_TRUE(store["target"]["met"].get<bool>()) << store["target"];
-  bool forecast_none = false;
-  for (const auto& f : store["forecast"])
+  // At 1x the forecast is the ISR of the same heads at the same length: read on recall forecast's
+  // 2 batches of prompts, against inspect's 1 (when written: 0.4 % to 3.2 % apart in the default
+  // report, the stores and the held-out content-only runs). A head read in place of another is
+  // off by far more than 10 %.
+  const auto expect_1x_read = [&](const char* key) {
+    bool none = false;
+    for (const auto& f : store[key])
+      if (f["trained_rule"] == "none" && f["rule"] == "none") {
+        none = true;
+        EXPECT_NEAR(f["forecast_isr"][0].get<double>(), f["measured_isr"][0].get<double>(),
+                    0.1 * f["measured_isr"][0].get<double>())
+            << f;
+      }
+    EXPECT_TRUE(none) << store[key];
+  };
+  expect_1x_read("forecast");
+  for (const auto& f : store["forecast"]) {  // the random store beside the rule-less row
     if (f["trained_rule"] == "none" && f["rule"] == "none") {
-      forecast_none = true;
-      // at 1x the forecast is the measured ISR of the same heads on the same prompts
-      EXPECT_NEAR(f["forecast_isr"][0].get<double>(), f["measured_isr"][0].get<double>(),
-                  1e-6 * f["measured_isr"][0].get<double>())
-          << f;
       EXPECT_FALSE(f["random_store_isr"][0].is_null()) << f;
     }
-  EXPECT_TRUE(forecast_none) << store["forecast"];
-  // held out: the same forecast on the first part's rule-less content-only runs, whose 1x reading
-  // is the ISR that part measured on the same prompts and heads
-  bool held_out_none = false;
-  for (const auto& f : store["forecast_held_out"])
-    if (f["trained_rule"] == "none" && f["rule"] == "none") {
-      held_out_none = true;
-      EXPECT_NEAR(f["forecast_isr"][0].get<double>(), f["measured_isr"][0].get<double>(),
-                  1e-6 * f["measured_isr"][0].get<double>())
-          << f;
-    }
-  EXPECT_TRUE(held_out_none) << store["forecast_held_out"];
+  }
+  // held out: the same forecast on the first part's rule-less content-only runs
+  expect_1x_read("forecast_held_out");
   // The prescription, forecast from 1x, then measured at 64x: on the forecast accuracy, c holds
   // accuracy >= 0.95 and c/2 does not (when written, on 2 threads: c 0.148, accuracy 0.993 at c,
   // 0.043 above the level, and 0.882 at c/2, 0.068 below it).
