@@ -108,7 +108,10 @@ std::vector<StoreForecastRow> forecast_rows(const std::vector<ForecastRun>& runs
                                             const MeasuredIsr& measured_of) {
   std::vector<StoreForecastRow> rows;
   std::map<std::pair<BetaRule, BetaRule>, std::vector<std::vector<double>>> measured;
-  for (const auto& [checkpoint, trained] : runs) {
+  for (const ForecastRun& run : runs) {
+    // named, not a structured binding: C++17 lambdas cannot capture those (clang rejects it)
+    const std::string& checkpoint = run.checkpoint;
+    const BetaRule trained = run.trained;
     Restored r = restore(checkpoint);
     // the rules that equal none up to L (qwen, yarn) read the none runs; the rest their own rule
     std::vector<BetaRule> rules{trained};
