@@ -144,7 +144,9 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
 //   dP = gy v^T,  gv += P^T gy,  dS = P * (dP - rowsum(P * dP)),  gq = alpha dS k,
 //   gk += alpha dS^T q.
 // Under bf16 P and dS are rounded per block for their products, as autocast rounds each
-// product's float32 operands.
+// product's float32 operands. The blocks run last to first: the last one sees every key, so its
+// products write all of gk and gv (beta 0) and the earlier ones add to them, and gk, gv need no
+// zero fill. gq, gk and gv may be views with any row stride (the slices of one packed gradient).
 void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& probs, const torch::Tensor& gy, int64_t n_mem,
                      float alpha, bool bf16, torch::Tensor& gq, torch::Tensor& gk,
@@ -159,8 +161,9 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
       const auto qi = item_of(q, b_, h), ki = item_of(k, b_, h), vi = item_of(v, b_, h),
                  gi = item_of(gy, b_, h);
       const auto gqi = item_of(gq, b_, h), gki = item_of(gk, b_, h), gvi = item_of(gv, b_, h);
-      for (size_t b = 0; b < lay.offset.size(); ++b) {
+      for (size_t b = lay.offset.size(); b-- > 0;) {
         const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
+        const float first = b + 1 == lay.offset.size() ? 0.0f : 1.0f;  // the last block writes
         const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];  // (r, w)
         float* G = dP.data();                                                     // (r, w)
         gemm(bf16, 'N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G,
@@ -168,15 +171,42 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
         // dS = P * (dP - sum_j P dP), in place; under bf16 P and dS rounded in the same pass
         row_math::softmax_backward_rows(P, G, r, w, rounded.weights(), rounded.gradients());
         gemm(bf16, 'T', 'N', w, d, r, 1.0f, bf16 ? rounded.weights() : P, w, gi.row(t0), gi.ld,
-             1.0f, gvi.p, gvi.ld);  // gv += P^T gy
+             first, gvi.p, gvi.ld);  // gv += P^T gy
         const float* dS = bf16 ? rounded.gradients() : G;
         gemm(bf16, 'N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0),
              gqi.ld);  // dS k
-        gemm(bf16, 'T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, 1.0f, gki.p,
+        gemm(bf16, 'T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, first, gki.p,
              gki.ld);  // += dS^T q
       }
     }
   });
+}
+
+// The forward both autograd functions run: y (B, T, H, d), and the weights the backward reads
+// (`probs`); the rule's settings go into ctx.
+std::array<torch::Tensor, 2> attention_forward(torch::autograd::AutogradContext* ctx,
+                                               const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v, int64_t n_mem, double alpha,
+                                               bool bf16) {
+  const Layout lay(q.size(1), n_mem);
+  auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q.options());  // packed
+  auto y = torch::empty(q.sizes(), q.options());                              // (B, T, H, d)
+  attend(q, k, v, n_mem, alpha, bf16, lay, probs.data_ptr<float>(), y);
+  ctx->saved_data["n_mem"] = n_mem;
+  ctx->saved_data["alpha"] = alpha;
+  ctx->saved_data["bf16"] = bf16;
+  return {y, probs};
+}
+
+// The backward both run, into gq, gk and gv: uninitialised, and views of any row stride.
+void attention_backward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                        const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& probs,
+                        const torch::Tensor& gy, torch::Tensor& gq, torch::Tensor& gk,
+                        torch::Tensor& gv) {
+  const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
+  const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
+  const bool bf16 = ctx->saved_data["bf16"].toBool();  // as the forward ran
+  attend_backward(q, k, v, probs, product_operand(gy, bf16), n_mem, alpha, bf16, gq, gk, gv);
 }
 
 struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
@@ -188,14 +218,8 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     // under bf16 the rounded copies are what the backward's products take
     auto q = product_operand(q_in, bf16), k = product_operand(k_in, bf16),
          v = product_operand(v_in, bf16);
-    const Layout lay(q.size(1), n_mem);
-    auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q_in.options());  // packed
-    auto y = torch::empty(q.sizes(), q_in.options());                              // (B, T, H, d)
-    attend(q, k, v, n_mem, alpha, bf16, lay, probs.data_ptr<float>(), y);
+    auto [y, probs] = attention_forward(ctx, q, k, v, n_mem, alpha, bf16);
     ctx->save_for_backward({q, k, v, probs});
-    ctx->saved_data["n_mem"] = n_mem;
-    ctx->saved_data["alpha"] = alpha;
-    ctx->saved_data["bf16"] = bf16;
     return y;
   }
 
@@ -204,15 +228,38 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     RECORD_USER_SCOPE("recall::attention_backward");
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
-    const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
-    const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
-    const bool bf16 = ctx->saved_data["bf16"].toBool();  // as the forward ran
-    const auto gy = product_operand(grads[0], bf16);
-    const auto f32 = probs.options();
-    auto gq = torch::empty(q.sizes(), f32);
-    auto gk = torch::zeros(k.sizes(), f32), gv = torch::zeros(k.sizes(), f32);
-    attend_backward(q, k, v, probs, gy, n_mem, alpha, bf16, gq, gk, gv);
+    auto gq = torch::empty(q.sizes(), q.options());
+    auto gk = torch::empty(k.sizes(), k.options()), gv = torch::empty(k.sizes(), k.options());
+    attention_backward(ctx, q, k, v, probs, grads[0], gq, gk, gv);
     return {gq, gk, gv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// q, k and v as the three slices of one (B, T, 3, H, d) projection: the same kernel, whose
+// backward writes the projection's gradient as one tensor, where a split of the projection into
+// q, k, v would gather three gradients into one with a copy (a cat) in its backward.
+struct PackedAttentionFunction : public torch::autograd::Function<PackedAttentionFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in,
+                               double alpha) {
+    RECORD_USER_SCOPE("recall::attention");
+    const bool bf16 = matmul_precision() == Precision::kBf16;
+    auto qkv = product_operand(qkv_in, bf16);  // (B, T, 3, H, d), rounded once under bf16
+    auto [y, probs] = attention_forward(ctx, qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2),
+                                        0, alpha, bf16);
+    ctx->save_for_backward({qkv, probs});
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    RECORD_USER_SCOPE("recall::attention_backward");
+    const auto saved = ctx->get_saved_variables();
+    const auto &qkv = saved[0], &probs = saved[1];
+    auto g = torch::empty(qkv.sizes(), qkv.options());  // (B, T, 3, H, d)
+    auto gq = g.select(2, 0), gk = g.select(2, 1), gv = g.select(2, 2);
+    attention_backward(ctx, qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2), probs, grads[0],
+                       gq, gk, gv);
+    return {g, torch::Tensor()};
   }
 };
 
@@ -244,6 +291,19 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const Layout lay(q.size(1), n_mem);
   attend(qc, kc, vc, n_mem, alpha, bf16, lay, nullptr, y);
   return y;
+}
+
+torch::Tensor causal_attention_packed(const torch::Tensor& qkv, double alpha) {
+  check_arg(qkv.dim() == 5 && qkv.size(2) == 3,
+            "causal_attention_packed: expected qkv (B, T, 3, H, d)");
+  const auto q = qkv.select(2, 0);
+  check_arg(causal_attention_runs(q, q, q),
+            "causal_attention_packed: needs a non-empty float32 CPU tensor, oneDNN's sgemm and the "
+            "fast kernels; elsewhere run causal_attention_reference");
+  if (!torch::GradMode::is_enabled() || !qkv.requires_grad())  // inference: nothing to gather
+    return causal_attention(q, qkv.select(2, 1), qkv.select(2, 2), 0, alpha);
+  count_fast_call(FastKernel::kAttention);
+  return PackedAttentionFunction::apply(qkv, alpha);
 }
 
 Attended causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,

@@ -292,13 +292,24 @@ torch::Tensor AttentionImpl::recall_weights(const torch::Tensor& x) {
   return attend_reference(q, k, torch::Tensor()).weights;  // (B, H, T, N + T)
 }
 
+bool AttentionImpl::plain_heads() const {
+  return options.mem_kv() == 0 && kv_heads() == options.n_heads() && options.conv() == 0 &&
+         !options.qk_rmsnorm() && !options.rope() && !options.qk_norm();
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t T = x.size(1), N = options.mem_kv();  // keys: N memories, then the T context keys
-  auto [q, k, v] = heads(x);                          // (B, T, H, dh), (B, N + T, H, dh) twice
+  const int64_t B = x.size(0), T = x.size(1), N = options.mem_kv();  // keys: N memories, then T
+  const bool fixed = options.rule() == BetaRule::kNone && !options.learn_scale();
+  if (fixed && plain_heads() && !emulation_.scale.defined() && causal_attention_runs(x, x, x)) {
+    // q, k, v are the projection's slices as they are: the kernel takes it whole
+    auto z = fast_linear(x, qkv->weight, qkv->bias).view({B, T, 3, options.n_heads(), d_head()});
+    return output(causal_attention_packed(z, fixed_scale()));  // (B, T, H, dh) -> (B, T, D)
+  }
+  auto [q, k, v] = heads(x);  // (B, T, H, dh), (B, N + T, H, dh) twice
   if (emulation_.scale.defined() || !causal_attention_runs(q, k, v))
     return output(attend_reference(q, k, v).y);
   double alpha = 1.0;
-  if (options.rule() == BetaRule::kNone && !options.learn_scale()) {
+  if (fixed) {
     alpha = fixed_scale();  // constant scale: fused into the GEMM
   } else {
     q = q * logit_scale(T, x.options()).t().unsqueeze(-1);  // (B, T, H, dh) * (T, H|1, 1)

@@ -28,6 +28,11 @@ bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, int64_t n_mem, double alpha);
 
+// causal_attention(q, k, v, 0, alpha) on the three slices of one projection qkv (B, T, 3, H, d),
+// q, k, v in that order, without memories. Differentiable in qkv, whose gradient comes back as one
+// tensor: the slices' three gradients gathered by autograd would cost a copy of them all.
+torch::Tensor causal_attention_packed(const torch::Tensor& qkv, double alpha);
+
 // What causal_attention_reference returns: the per-head outputs and the weights that made them.
 struct Attended {
   torch::Tensor y;        // (B, T, H, dh); undefined when the reference got no values

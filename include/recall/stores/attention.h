@@ -186,6 +186,10 @@ class AttentionImpl : public StoreModule<AttentionImpl, Store> {
  private:
   // q (B, T, H, dh) after RoPE, k and v (B, N + T, H, dh) with the N memories first.
   std::array<torch::Tensor, 3> heads(const torch::Tensor& x);
+  // Whether heads(x) are the projection's three slices as they are: no memories, key-value heads
+  // shared, convolution, norm, rotation or unit scaling (then forward hands the kernel the
+  // projection whole, causal_attention_packed).
+  bool plain_heads() const;
   // q, k, v of x after the convolution, (qk_rmsnorm) the norm of q and k, RoPE and (qk_norm) the
   // unit scaling of q and k: q (B, T, H, d_head), k and v (B, T, G, d_head); x holds positions
   // offset .. offset + T - 1. With a convolution, `tail`
