@@ -26,6 +26,12 @@ inline void expect_fast_calls(FastKernel k, int64_t before, int64_t n) {
     EXPECT_EQ(ran, n) << "the fused " << to_string(k) << " did not run as often as asked";
 }
 
+// Whether bf16 products run here: bf16 instructions and a bf16 GEMM (what RECALL_BF16_OR_SKIP
+// needs beside the fast sgemm); for tests that add a bf16 case where they can.
+inline bool bf16_products_here() {
+  return !cpu_bf16_units().empty() && !bf16_gemm_name().empty();
+}
+
 inline bool fast_gemm_required() {
   const char* v = std::getenv("RECALL_REQUIRE_FAST_GEMM");
   return v && std::string(v) == "1";
@@ -48,6 +54,6 @@ inline bool fast_gemm_required() {
 #define RECALL_BF16_OR_SKIP()                                                    \
   do {                                                                           \
     RECALL_FAST_GEMM_OR_SKIP();                                                  \
-    if (recall::cpu_bf16_units().empty() || recall::bf16_gemm_name().empty())    \
+    if (!recall::test::bf16_products_here())                                     \
       GTEST_SKIP() << "no bf16 products here: " << recall::bf16_kernel_report(); \
   } while (0)

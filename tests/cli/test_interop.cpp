@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "fast_gemm_test_util.h"
 #include "python_test_util.h"
 #include "recall/ops/gemm.h"
 #include "recall/ops/precision.h"
@@ -246,7 +247,7 @@ TEST(ExportCli, Gpt2FolderOfATrainedRunImportsBackWithItsScores) {
 TEST(Bf16Cli, TrainAndEvalWithBf16ProductsOrARefusal) {
   const fs::path dir = recall::test::fresh_dir("recall_interop_bf16");
   const std::string run = (dir / "run").string();
-  const bool bf16 = !recall::cpu_bf16_units().empty() && !recall::bf16_gemm_name().empty();
+  const bool bf16 = recall::test::bf16_products_here();
   const ShellRun t = run_shell("train " + kTiny + " --set steps=20 --precision bf16 --out " + run);
   if (!bf16) {
     EXPECT_EQ(t.code, 2) << t.err;

@@ -115,8 +115,7 @@ TEST(ModelCausalAttention, InferenceEqualsTheTrainingForward) {
 TEST(ModelCausalAttention, PackedEqualsTheKernelOnTheSlices) {
   RECALL_FAST_GEMM_OR_SKIP();
   std::vector<Precision> precisions{Precision::kFp32};
-  if (!cpu_bf16_units().empty() && !bf16_gemm_name().empty())
-    precisions.push_back(Precision::kBf16);
+  if (test::bf16_products_here()) precisions.push_back(Precision::kBf16);
   for (const Precision p : precisions) {
     const ScopedPrecision scope(p);
     for (int64_t T : {5, 150, 256}) {
