@@ -11,6 +11,10 @@
 #include "recall/core/error.h"
 #include "recall/ops/kernels.h"
 
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
+
 namespace recall {
 namespace {
 
@@ -65,6 +69,40 @@ struct Item {
   float *m, *v;
   float decay, b1, b2, step_size, sqrt_bc2, eps;
 };
+
+// The AdamW update of elements [lo, hi) of one parameter. On x86-64 four at a time on SSE2 (its
+// baseline): the scalar loop could not vectorise, as sqrtf may set errno, and took 2.5 ms of a
+// 75 ms bench-gpt step. Every operation rounds as the scalar one does, in the same order (no fused
+// multiply-adds on either path), so both give the same bits.
+void update(const Item& it, int64_t lo, int64_t hi) {
+  int64_t j = lo;
+#ifdef __SSE2__
+  const __m128 b1 = _mm_set1_ps(it.b1), c1 = _mm_set1_ps(1.0f - it.b1), b2 = _mm_set1_ps(it.b2),
+               c2 = _mm_set1_ps(1.0f - it.b2), decay = _mm_set1_ps(it.decay),
+               step_size = _mm_set1_ps(it.step_size), sqrt_bc2 = _mm_set1_ps(it.sqrt_bc2),
+               eps = _mm_set1_ps(it.eps);
+  for (; j + 4 <= hi; j += 4) {
+    const __m128 g = _mm_loadu_ps(it.g + j);
+    const __m128 m = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(it.m + j)), _mm_mul_ps(c1, g));
+    const __m128 v =
+        _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(it.v + j)), _mm_mul_ps(_mm_mul_ps(c2, g), g));
+    _mm_storeu_ps(it.m + j, m);
+    _mm_storeu_ps(it.v + j, v);
+    const __m128 denom = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(v), sqrt_bc2), eps);
+    const __m128 p = _mm_sub_ps(_mm_mul_ps(_mm_loadu_ps(it.p + j), decay),
+                                _mm_div_ps(_mm_mul_ps(step_size, m), denom));
+    _mm_storeu_ps(it.p + j, p);
+  }
+#endif
+  for (; j < hi; ++j) {
+    const float g = it.g[j];
+    const float m = it.b1 * it.m[j] + (1.0f - it.b1) * g;
+    const float v = it.b2 * it.v[j] + (1.0f - it.b2) * g * g;
+    it.m[j] = m;
+    it.v[j] = v;
+    it.p[j] = it.p[j] * it.decay - it.step_size * m / (std::sqrt(v) / it.sqrt_bc2 + it.eps);
+  }
+}
 
 }  // namespace
 
@@ -206,15 +244,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     for (; i < items.size() && offsets[i] < end; ++i) {
       const Item& it = items[i];
       const int64_t lo = std::max(begin, offsets[i]) - offsets[i];
-      const int64_t hi = std::min(end, offsets[i + 1]) - offsets[i];
-      for (int64_t j = lo; j < hi; ++j) {
-        const float g = it.g[j];
-        const float m = it.b1 * it.m[j] + (1.0f - it.b1) * g;
-        const float v = it.b2 * it.v[j] + (1.0f - it.b2) * g * g;
-        it.m[j] = m;
-        it.v[j] = v;
-        it.p[j] = it.p[j] * it.decay - it.step_size * m / (std::sqrt(v) / it.sqrt_bc2 + it.eps);
-      }
+      update(it, lo, std::min(end, offsets[i + 1]) - offsets[i]);
     }
   });
   return loss;
