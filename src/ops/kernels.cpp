@@ -21,8 +21,14 @@ namespace {
 std::atomic<int> g_override{-1};
 
 constexpr std::array<const char*, 10> kFastKernelNames = {
-    "sgemm",      "bf16_gemm",     "attention",     "layer_norm",   "adamw",
-    "probe_tile", "data_parallel", "bf16_as_float", "cross_entropy"};
+    "sgemm",      "bf16_gemm",     "attention",     "layer_norm",    "adamw",
+    "probe_tile", "data_parallel", "bf16_as_float", "cross_entropy", "rms_norm"};
+// An enum value added without its name would leave a null here, which the array's size hides.
+static_assert([] {
+  for (const char* name : kFastKernelNames)
+    if (name == nullptr) return false;
+  return true;
+}());
 std::array<std::atomic<int64_t>, kFastKernelNames.size()> g_calls{};
 
 }  // namespace
