@@ -168,7 +168,7 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
         float* G = dP.data();                                                     // (r, w)
         gemm(bf16, 'N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G,
              w);  // gy v^T
-        // dS = P * (dP - sum_j P dP), in place; under bf16 P and dS rounded in the same pass
+        // dS = P * (dP - sum_j P dP), in place; under bf16 into the rounded P and dS instead
         row_math::softmax_backward_rows(P, G, r, w, rounded.weights(), rounded.gradients());
         gemm(bf16, 'T', 'N', w, d, r, 1.0f, bf16 ? rounded.weights() : P, w, gi.row(t0), gi.ld,
              first, gvi.p, gvi.ld);  // gv += P^T gy

@@ -293,20 +293,29 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
       RECORD_USER_SCOPE("recall::gelu_backward");
       const auto g = grads[0].contiguous();  // (n, out)
       const int64_t n = s.size(0), w = s.size(1);
-      gs = torch::empty_like(s);
+      // Under bf16 the pass writes gs as the bf16 operand of the products below, which would
+      // otherwise round it in a pass of their own.
+      const bool bf16 = matmul_precision() == Precision::kBf16;
+      gs = torch::empty_like(s, bf16 ? s.options().dtype(torch::kBFloat16) : s.options());
       // Bias gradient: per-thread partial column sums, added up after.
       const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
       partial = torch::zeros({chunks, w}, s.options());
       at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
           const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-          row_math::gelu_backward_rows(
-              g.data_ptr<float>() + begin * w, s.data_ptr<float>() + begin * w,
-              gs.data_ptr<float>() + begin * w, partial.data_ptr<float>() + c * w, end - begin, w);
+          const float *gc = g.data_ptr<float>() + begin * w, *sc = s.data_ptr<float>() + begin * w;
+          float* bias_sums = partial.data_ptr<float>() + c * w;
+          if (bf16)
+            row_math::gelu_backward_rows(
+                gc, sc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w,
+                bias_sums, end - begin, w);
+          else
+            row_math::gelu_backward_rows(gc, sc, gs.data_ptr<float>() + begin * w, bias_sums,
+                                         end - begin, w);
         }
       });
     }
-    const auto gp = product_operand(gs);
+    const auto gp = product_operand(gs);  // gs itself: bfloat16 under bf16
     torch::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)

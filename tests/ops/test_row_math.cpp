@@ -69,6 +69,15 @@ TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
   auto want_gs = torch::gelu_backward(g.to(torch::kFloat64), want_s);
   EXPECT_LT((gs - want_gs).abs().max().item<double>(), 1e-5);
   EXPECT_LT((gbias - 1 - want_gs.sum(0)).abs().max().item<double>(), 1e-4);
+  // Written as bfloat16 (what the bf16 products take): torch's rounding of the float32 values,
+  // bit for bit, and the same bias sums (of the float32 values).
+  auto gs_bf16 = torch::empty({n, w}, torch::kBFloat16);
+  auto gbias_bf16 = torch::ones({w});
+  row_math::gelu_backward_rows(g.data_ptr<float>(), s.data_ptr<float>(),
+                               reinterpret_cast<uint16_t*>(gs_bf16.data_ptr<at::BFloat16>()),
+                               gbias_bf16.data_ptr<float>(), n, w);
+  EXPECT_TRUE(torch::equal(gs_bf16, gs.to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(gbias_bf16, gbias));
 }
 
 TEST(ModelRowMath, RoundToBf16IsTorchsRoundingBitForBit) {

@@ -168,29 +168,6 @@ RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bia
   }
 }
 
-// gs = g * gelu'(s) over n rows of w; gbias (w floats) += the column sums of gs.
-RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, float* gs,
-                                                    float* gbias, int64_t n, int64_t w) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* gi = g + i * w;
-    const float* si = s + i * w;
-    float* oi = gs + i * w;
-    int64_t j = 0;
-    for (; j + kLanes <= w; j += kLanes) {
-      const Vec v = load(si + j);
-      const GeluParts p = gelu_parts(v);
-      const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
-      store(oi + j, d);
-      store(gbias + j, load(gbias + j) + d);
-    }
-    for (; j < w; ++j) {
-      const GeluParts p = gelu_parts(splat(si[j]));
-      oi[j] = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
-      gbias[j] += oi[j];
-    }
-  }
-}
-
 // Cross-entropy rows of logits x (n, w) against targets y (n,): lse_i = log sum_j e^(x_ij), by
 // the row's maximum m_i, and loss_i = lse_i - x_i[y_i]. A NaN or infinite logit makes its row's
 // loss NaN (v - v is 0 for every finite v), as torch's log_softmax does, rather than a finite loss.
@@ -371,6 +348,50 @@ RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, float* y, int64_t
   round_to_bf16_rows(x, y, n);
 }
 
+// gs = g * gelu'(s) over n rows of w; gbias (w floats) += the column sums of gs. gs is written as
+// float32, or (uint16_t gs) as the bfloat16 bit patterns of those values, the operand the next
+// bf16 products take, in the same pass; the bias sums the float32 values either way.
+template <typename Out>
+RECALL_INLINE void gelu_backward_rows_as(const float* g, const float* s, Out* gs, float* gbias,
+                                         int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gi = g + i * w;
+    const float* si = s + i * w;
+    Out* oi = gs + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(si + j);
+      const GeluParts p = gelu_parts(v);
+      const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
+      if constexpr (std::is_same_v<Out, uint16_t>) {
+        const HVec h = bf16_bits(d);
+        std::memcpy(oi + j, &h, sizeof h);
+      } else {
+        store(oi + j, d);
+      }
+      store(gbias + j, load(gbias + j) + d);
+    }
+    for (; j < w; ++j) {
+      const GeluParts p = gelu_parts(splat(si[j]));
+      const float d = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
+      if constexpr (std::is_same_v<Out, uint16_t>) {
+        oi[j] = bf16_bits(d);
+      } else {
+        oi[j] = d;
+      }
+      gbias[j] += d;
+    }
+  }
+}
+RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, float* gs,
+                                                    float* gbias, int64_t n, int64_t w) {
+  gelu_backward_rows_as(g, s, gs, gbias, n, w);
+}
+RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, uint16_t* gs,
+                                                    float* gbias, int64_t n, int64_t w) {
+  gelu_backward_rows_as(g, s, gs, gbias, n, w);
+}
+
 // p[j] * s for j < n, stored back, and with `rounded` also its bfloat16 value there (the
 // operand of the next bf16 product, rounded in the same pass).
 RECALL_INLINE void scale_in_place(float* p, int64_t n, float s, float* rounded) {
@@ -405,7 +426,7 @@ RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int
 
 // The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w. With
 // `rounded_p` and `rounded_g` (rows x w each), writes the bfloat16 values (bf16_value) of P and
-// of the result there in the same pass.
+// of the result there instead, and leaves G as it was (the products take the rounded values).
 RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
                                                        int64_t w, float* rounded_p = nullptr,
                                                        float* rounded_g = nullptr) {
@@ -421,15 +442,13 @@ RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G,
     float* rg = rounded_g + i * w;
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
-      const Vec pv = load(p + j), gv = pv * (load(g + j) - d);
-      store(g + j, gv);
+      const Vec pv = load(p + j);
       store(rp + j, bf16_value(pv));
-      store(rg + j, bf16_value(gv));
+      store(rg + j, bf16_value(pv * (load(g + j) - d)));
     }
     for (; j < w; ++j) {
-      g[j] = p[j] * (g[j] - d);
       rp[j] = bf16_value(p[j]);
-      rg[j] = bf16_value(g[j]);
+      rg[j] = bf16_value(p[j] * (g[j] - d));
     }
   }
 }
