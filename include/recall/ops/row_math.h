@@ -308,10 +308,15 @@ RECALL_INLINE uint16_t bf16_bits(float x) {
 // The same rounding as a float32 value: bf16_bits(x) as the upper half, zeros below. Exact, so
 // an sgemm of such values multiplies the bfloat16 numbers themselves (each product exact in
 // float32, sums in float32), as a bf16 GEMM with float32 accumulation does.
+// bf16_bits' rounding kept in the 32-bit lanes: no narrowing to 16 bits and widening back (two
+// cross-lane shuffles per vector, the larger part of the cost in the attention's softmax passes).
 RECALL_INLINE Vec bf16_value(Vec x) {
-  const UVec u = __builtin_convertvector(bf16_bits(x), UVec) << 16;
+  UVec u;
+  std::memcpy(&u, &x, sizeof u);
+  const UVec rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  const UVec bits = x == x ? rounded : UVec{} + 0x7FC00000u;
   Vec v;
-  std::memcpy(&v, &u, sizeof v);
+  std::memcpy(&v, &bits, sizeof v);
   return v;
 }
 RECALL_INLINE float bf16_value(float x) {
