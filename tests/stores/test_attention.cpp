@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <sstream>
+#include <string>
 
+#include "fast_gemm_test_util.h"
+#include "recall/ops/causal_attention.h"
 #include "recall/stores/attention.h"
 #include "stores/model_reference.h"
 
@@ -262,6 +266,57 @@ TEST(ModelAttention, RuleNoneIsStandardScaledDotProductAttention) {
   logits.masked_fill_(torch::ones({5, 5}, torch::kBool).triu(1), -INFINITY);
   auto y = torch::matmul(torch::softmax(logits, -1), qkv[2]).transpose(1, 2).reshape({1, 5, 8});
   EXPECT_LT((a->forward(x) - test::linear_naive(y, a->out)).abs().max().item<double>(), 1e-12);
+}
+
+// The names of the autograd nodes behind y.
+std::set<std::string> graph_nodes(const torch::Tensor& y) {
+  std::set<std::string> names;
+  std::vector<torch::autograd::Node*> todo{y.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    auto* node = todo.back();
+    todo.pop_back();
+    if (!node || !seen.insert(node).second) continue;
+    names.insert(node->name());
+    for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
+  }
+  return names;
+}
+
+bool has_node(const std::set<std::string>& names, const std::string& part) {
+  for (const auto& n : names)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+// A GPT-shaped store (no RoPE, memories, convolution or norms of q and k; rule none) hands the
+// fused kernel its projection whole (causal_attention_packed), whose backward writes one gradient;
+// a store with RoPE cannot, and runs the kernel on q, k and v. Both train as the float64 reference
+// does (values and gradients of the input and every parameter).
+TEST(ModelAttention, GptShapedHeadsTakeThePackedKernel) {
+  RECALL_FAST_GEMM_OR_SKIP();
+  for (bool rope : {false, true}) {
+    auto a = make_attention(BetaRule::kNone, rope, 0, 16);  // float64: the reference path
+    auto x = torch::randn({2, 70, 8}, torch::kFloat64);
+    auto g = torch::randn({2, 70, 8}, torch::kFloat64);
+    auto x64 = x.clone().requires_grad_(true);
+    (a->forward(x64) * g).sum().backward();
+    std::vector<torch::Tensor> want{x64.grad()};
+    for (const auto& p : a->parameters()) want.push_back(p.grad().clone());
+    a->zero_grad();
+    a->to(torch::kFloat32);
+    auto x32 = x.to(torch::kFloat32).requires_grad_(true);
+    auto y = a->forward(x32);
+    const auto nodes = graph_nodes(y);
+    EXPECT_EQ(has_node(nodes, "PackedAttentionFunction"), !rope) << "rope " << rope;
+    EXPECT_EQ(has_node(nodes, "CausalAttentionFunction"), rope) << "rope " << rope;
+    (y * g.to(torch::kFloat32)).sum().backward();
+    std::vector<torch::Tensor> got{x32.grad()};
+    for (const auto& p : a->parameters()) got.push_back(p.grad());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LT((got[i].to(torch::kFloat64) - want[i]).abs().max().item<double>(), 1e-4)
+          << "rope " << rope << ", gradient " << i;
+  }
 }
 
 TEST(ModelAttention, SsmaxStartsEqualToSuAndSetRuleAddsItsScale) {
