@@ -32,6 +32,12 @@ TEST(ModelRowMath, CausalSoftmaxRowsMatchesMaskedSoftmax) {
     row_math::causal_softmax_rows(got.data_ptr<float>(), rows, w, first);
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-6) << rows << "x" << w << " " << first;
     EXPECT_EQ(got.masked_select(mask).abs().sum().item<float>(), 0.0f);
+    // With the bf16 copy: the same weights, and beside them their bfloat16 values (the tail's too)
+    auto again = logits.clone(), rounded = torch::full({rows, w}, 7.0f);
+    row_math::causal_softmax_rows(again.data_ptr<float>(), rows, w, first,
+                                  rounded.data_ptr<float>());
+    EXPECT_TRUE(torch::equal(again, got));
+    EXPECT_TRUE(torch::equal(rounded, got.to(torch::kBFloat16).to(torch::kFloat32)));
   }
 }
 

@@ -46,6 +46,24 @@ RECALL_INLINE Vec vmax(Vec a, Vec b) {
   return a > b ? a : b;
 }
 
+// The sum and the maximum of a vector's lanes, as a tree of four shuffles: summed lane by lane
+// they were sixteen dependent adds, which cost more than the arithmetic of a 64-float row (the
+// attention's softmax rows, LayerNorm at d_model 128).
+RECALL_INLINE float hsum(Vec v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return v[0];
+}
+RECALL_INLINE float hmax(Vec v) {
+  v = vmax(v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = vmax(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = vmax(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = vmax(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  return v[0];
+}
+
 // exp(x) for x <= 0 (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 polynomial for e^r,
 // times 2^n built in the exponent bits); relative error about 2e-7. Below -87 it returns about
 // e^-87 < 2^-125: negligible beside the row maximum's e^0 = 1 in a softmax.
@@ -82,8 +100,7 @@ RECALL_INLINE float max_of(const float* x, int64_t n) {
   for (; j + kLanes <= n; j += kLanes) acc = vmax(acc, load(x + j));
   float m = -std::numeric_limits<float>::infinity();
   for (; j < n; ++j) m = std::max(m, x[j]);
-  for (int k = 0; k < kLanes; ++k) m = std::max(m, acc[k]);
-  return m;
+  return std::max(m, hmax(acc));
 }
 
 RECALL_INLINE float sum_of(const float* x, int64_t n) {
@@ -92,23 +109,7 @@ RECALL_INLINE float sum_of(const float* x, int64_t n) {
   for (; j + kLanes <= n; j += kLanes) acc += load(x + j);
   float s = 0.0f;
   for (; j < n; ++j) s += x[j];
-  for (int k = 0; k < kLanes; ++k) s += acc[k];
-  return s;
-}
-
-// Sum of exp(x - m) over x[0, n), each term stored back into x.
-RECALL_INLINE float exp_in_place(float* x, int64_t n, float m) {
-  Vec acc{};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const Vec e = exp_nonpositive(load(x + j) - m);
-    store(x + j, e);
-    acc += e;
-  }
-  float s = 0.0f;
-  for (; j < n; ++j) s += x[j] = exp_nonpositive(x[j] - m);
-  for (int k = 0; k < kLanes; ++k) s += acc[k];
-  return s;
+  return s + hsum(acc);
 }
 
 RECALL_INLINE float dot_of(const float* x, const float* y, int64_t n) {
@@ -117,8 +118,7 @@ RECALL_INLINE float dot_of(const float* x, const float* y, int64_t n) {
   for (; j + kLanes <= n; j += kLanes) acc += load(x + j) * load(y + j);
   float s = 0.0f;
   for (; j < n; ++j) s += x[j] * y[j];
-  for (int k = 0; k < kLanes; ++k) s += acc[k];
-  return s;
+  return s + hsum(acc);
 }
 
 // The exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, and its derivative
@@ -188,10 +188,8 @@ RECALL_VECTOR_CLONES inline void cross_entropy_rows(const float* x, const int64_
       s += exp_nonpositive(xi[j] - m);
       f += xi[j] - xi[j];
     }
-    for (int k = 0; k < kLanes; ++k) {
-      s += acc[k];
-      f += finite[k];
-    }
+    s += hsum(acc);
+    f += hsum(finite);
     lse[i] = m + std::log(s);
     loss[i] = lse[i] - xi[y[i]] + f;
   }
@@ -232,7 +230,7 @@ RECALL_VECTOR_CLONES inline void layer_norm_rows(const float* x, const float* we
     }
     float var = 0.0f;
     for (; j < w; ++j) var += (xi[j] - m) * (xi[j] - m);
-    for (int k = 0; k < kLanes; ++k) var += acc[k];
+    var += hsum(acc);
     const float r = 1.0f / std::sqrt(var / static_cast<float>(w) + eps);
     mean[i] = m;
     rstd[i] = r;
@@ -276,10 +274,8 @@ RECALL_VECTOR_CLONES inline void layer_norm_backward_rows(const float* g, const 
       gweight[j] += gi[j] * xhat;
       gbias[j] += gi[j];
     }
-    for (int k = 0; k < kLanes; ++k) {
-      s_gh += acc_gh[k];
-      s_ghx += acc_ghx[k];
-    }
+    s_gh += hsum(acc_gh);
+    s_ghx += hsum(acc_ghx);
     const float a = center ? s_gh * inv_w : 0.0f, b = s_ghx * inv_w;
     for (j = 0; j + kLanes <= w; j += kLanes) {
       const Vec xhat = (load(xi + j) - m) * r;
@@ -397,35 +393,46 @@ RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float*
   gelu_backward_rows_as(g, s, gs, gbias, n, w);
 }
 
-// p[j] * s for j < n, stored back, and with `rounded` also its bfloat16 value there (the
-// operand of the next bf16 product, rounded in the same pass).
-RECALL_INLINE void scale_in_place(float* p, int64_t n, float s, float* rounded) {
-  int64_t j = 0;
-  if (!rounded) {
-    for (; j < n; ++j) p[j] *= s;
-    return;
-  }
-  for (; j + kLanes <= n; j += kLanes) {
-    const Vec v = load(p + j) * s;
-    store(p + j, v);
-    store(rounded + j, bf16_value(v));
-  }
-  for (; j < n; ++j) rounded[j] = bf16_value(p[j] *= s);
-}
-
 // P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
 // masked. Replaces each row with the softmax over what it sees, and zeros after; with `rounded`
 // (rows x w), writes the result's bfloat16 values (bf16_value) there too.
 RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
                                                      int64_t first, float* rounded = nullptr) {
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < rows; ++i) {
     float* p = P + i * w;
     float* r = rounded ? rounded + i * w : nullptr;
-    const int64_t n = std::min(w, first + i + 1);
-    const float inv = 1.0f / exp_in_place(p, n, max_of(p, n));
-    scale_in_place(p, n, inv, r);
+    const int64_t n = std::min(w, first + i + 1), body = n / kLanes * kLanes, rem = n - body;
+    // The row's last rem < 16 logits in one vector, padded with hidden ones (weight 0): one
+    // vector exp for them, where an exp each cost as much as a vector's.
+    float buf[kLanes];
+    std::fill(buf, buf + kLanes, kHidden);
+    std::memcpy(buf, p + body, static_cast<size_t>(rem) * sizeof(float));
+    const Vec tail = load(buf);
+    Vec top = tail;
+    for (int64_t j = 0; j < body; j += kLanes) top = vmax(top, load(p + j));
+    const float m = hmax(top);
+    Vec sum{};
+    for (int64_t j = 0; j < body; j += kLanes) {
+      const Vec e = exp_nonpositive(load(p + j) - m);
+      store(p + j, e);
+      sum += e;
+    }
+    const Vec tail_e = tail == kHidden ? Vec{} : exp_nonpositive(tail - m);
+    const float inv = 1.0f / hsum(sum + tail_e);
+    for (int64_t j = 0; j < body; j += kLanes) {
+      const Vec v = load(p + j) * inv;
+      store(p + j, v);
+      if (r) store(r + j, bf16_value(v));
+    }
+    store(buf, tail_e * inv);
+    std::memcpy(p + body, buf, static_cast<size_t>(rem) * sizeof(float));
     std::fill(p + n, p + w, 0.0f);
-    if (r) std::fill(r + n, r + w, 0.0f);
+    if (r) {
+      store(buf, bf16_value(tail_e * inv));
+      std::memcpy(r + body, buf, static_cast<size_t>(rem) * sizeof(float));
+      std::fill(r + n, r + w, 0.0f);
+    }
   }
 }
 
@@ -439,21 +446,26 @@ RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G,
     const float* p = P + i * w;
     float* g = G + i * w;
     const float d = dot_of(p, g, w);
-    if (!rounded_p) {
-      for (int64_t j = 0; j < w; ++j) g[j] = p[j] * (g[j] - d);
-      continue;
-    }
-    float* rp = rounded_p + i * w;
-    float* rg = rounded_g + i * w;
+    float* rp = rounded_p ? rounded_p + i * w : nullptr;
+    float* rg = rounded_p ? rounded_g + i * w : nullptr;
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
-      const Vec pv = load(p + j);
+      const Vec pv = load(p + j), gv = pv * (load(g + j) - d);
+      if (!rp) {
+        store(g + j, gv);
+        continue;
+      }
       store(rp + j, bf16_value(pv));
-      store(rg + j, bf16_value(pv * (load(g + j) - d)));
+      store(rg + j, bf16_value(gv));
     }
     for (; j < w; ++j) {
+      const float gv = p[j] * (g[j] - d);
+      if (!rp) {
+        g[j] = gv;
+        continue;
+      }
       rp[j] = bf16_value(p[j]);
-      rg[j] = bf16_value(p[j] * (g[j] - d));
+      rg[j] = bf16_value(gv);
     }
   }
 }
