@@ -68,6 +68,7 @@ struct Item {
   const float* g;
   float *m, *v;
   float decay, b1, b2, step_size, sqrt_bc2, eps;
+  float scale;  // the gradient's multiplier (scale_gradients); 1 for none
 };
 
 // The AdamW update of elements [lo, hi) of one parameter. On x86-64 four at a time on SSE2 (its
@@ -80,9 +81,11 @@ void update(const Item& it, int64_t lo, int64_t hi) {
   const __m128 b1 = _mm_set1_ps(it.b1), c1 = _mm_set1_ps(1.0f - it.b1), b2 = _mm_set1_ps(it.b2),
                c2 = _mm_set1_ps(1.0f - it.b2), decay = _mm_set1_ps(it.decay),
                step_size = _mm_set1_ps(it.step_size), sqrt_bc2 = _mm_set1_ps(it.sqrt_bc2),
-               eps = _mm_set1_ps(it.eps);
+               eps = _mm_set1_ps(it.eps), scale = _mm_set1_ps(it.scale);
+  const bool scaled = it.scale != 1.0f;
   for (; j + 4 <= hi; j += 4) {
-    const __m128 g = _mm_loadu_ps(it.g + j);
+    const __m128 read = _mm_loadu_ps(it.g + j);
+    const __m128 g = scaled ? _mm_mul_ps(read, scale) : read;
     const __m128 m = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(it.m + j)), _mm_mul_ps(c1, g));
     const __m128 v =
         _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(it.v + j)), _mm_mul_ps(_mm_mul_ps(c2, g), g));
@@ -95,7 +98,7 @@ void update(const Item& it, int64_t lo, int64_t hi) {
   }
 #endif
   for (; j < hi; ++j) {
-    const float g = it.g[j];
+    const float g = it.scale != 1.0f ? it.g[j] * it.scale : it.g[j];
     const float m = it.b1 * it.m[j] + (1.0f - it.b1) * g;
     const float v = it.b2 * it.v[j] + (1.0f - it.b2) * g * g;
     it.m[j] = m;
@@ -120,9 +123,26 @@ FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, AdamWOptions defaults)
     : FusedAdamW(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))},
                  defaults) {}
 
+void FusedAdamW::multiply_gradients(float scale) {
+  torch::NoGradGuard no_grad;
+  for (auto& group : param_groups_)
+    for (auto& p : group.params())
+      if (p.grad().defined()) p.mutable_grad().mul_(scale);
+}
+
+void FusedAdamW::scale_gradients(float scale) {
+  if (scale == 1.0f) return;
+  if (!fast_kernels(device_)) return multiply_gradients(scale);
+  // A second scale before the step: the first one is applied now, so each multiplication rounds
+  // as it would have.
+  if (grad_scale_ != 1.0f) multiply_gradients(grad_scale_);
+  grad_scale_ = scale;
+}
+
 void FusedAdamW::zero_grad() {
   for (auto& group : param_groups_)
     for (auto& p : group.params()) p.mutable_grad().reset();
+  grad_scale_ = 1.0f;
 }
 
 // Archive layout: "format" = kFormat; "groups" = G; per group g: "group/g" holding "size" and
@@ -193,6 +213,10 @@ void FusedAdamW::load(torch::serialize::InputArchive& archive) {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
+  if (grad_scale_ != 1.0f && (closure || !fast_kernels(device_))) {
+    multiply_gradients(grad_scale_);  // before a closure adds to them, or for torch's step
+    grad_scale_ = 1.0f;
+  }
   if (!fast_kernels(device_)) return torch::optim::AdamW::step(std::move(closure));
   count_fast_call(FastKernel::kAdamW);
   torch::Tensor loss;
@@ -234,7 +258,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
           {p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg().data_ptr<float>(),
            s.exp_avg_sq().data_ptr<float>(), static_cast<float>(1.0 - o.lr() * o.weight_decay()),
            static_cast<float>(beta1), static_cast<float>(beta2), static_cast<float>(o.lr() / bc1),
-           static_cast<float>(std::sqrt(bc2)), static_cast<float>(o.eps())});
+           static_cast<float>(std::sqrt(bc2)), static_cast<float>(o.eps()), grad_scale_});
       offsets.push_back(offsets.back() + p.numel());
     }
   }
@@ -247,6 +271,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       update(it, lo, std::min(end, offsets[i + 1]) - offsets[i]);
     }
   });
+  grad_scale_ = 1.0f;
   return loss;
 }
 

@@ -46,10 +46,23 @@ void trim_metrics(const std::string& run_dir, int64_t step) {
   write_file_atomic(metrics_path(run_dir), kept);
 }
 
-// The global gradient norm, clipped to max_norm when that is > 0. torch's clip turns max_norm into
-// a float tensor, so "no clip" cannot be passed to it as a huge max_norm.
-double grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
-  if (max_norm > 0) return torch::nn::utils::clip_grad_norm_(params, max_norm);
+// The global gradient norm, clipped to max_norm when that is > 0, as torch's clip_grad_norm_
+// clips (its ops, so its bits): the norm of the per-gradient norms, and every gradient times
+// min(1, max_norm / (norm + 1e-6)) in float32. The multiplication is left to the optimizer, which
+// makes it as it reads each gradient (FusedAdamW::scale_gradients) instead of in a pass of its
+// own. torch's clip turns max_norm into a float tensor, so "no clip" cannot be a huge max_norm.
+double grad_norm(const std::vector<torch::Tensor>& params, double max_norm, FusedAdamW& optimizer) {
+  if (max_norm > 0) {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : params)
+      if (p.grad().defined()) norms.push_back(p.grad().norm(2.0));
+    if (norms.empty()) return 0.0;
+    const auto total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2.0);
+    const auto coef = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
+    optimizer.scale_gradients(coef.item<float>());
+    return total.item<double>();
+  }
   double sq = 0;
   for (const auto& p : params)
     if (p.grad().defined()) sq += p.grad().to(torch::kDouble).square().sum().item<double>();
@@ -389,7 +402,7 @@ class TrainingRun {
     if (!std::isfinite(s.loss))
       throw NonFiniteError(
           fmt::format("step {}: the loss is {}; training stopped ({})", step + 1, s.loss, keep));
-    s.grad_norm = grad_norm(state_.model->parameters(), tc_.grad_clip);
+    s.grad_norm = grad_norm(state_.model->parameters(), tc_.grad_clip, state_.optimizer);
     phase(StepPart::kClip);
     if (!std::isfinite(s.grad_norm))
       throw NonFiniteError(fmt::format("step {}: the gradient norm is {}; training stopped ({})",

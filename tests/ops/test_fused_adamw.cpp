@@ -130,6 +130,41 @@ TEST(FusedAdamW, SaveLoadContinuesBitIdentically) {
     EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*state).step(), 7) << key;
 }
 
+// A clip's coefficient handed to the optimizer (scale_gradients) gives the bits of the gradients
+// multiplied first (g.mul_(c), as torch's clip_grad_norm_ does), on the fused path, where the
+// step multiplies as it reads, and on the reference one; two scales before a step round twice, as
+// two multiplications do. The fused path leaves the gradients unmultiplied.
+TEST(FusedAdamW, ScaledGradientsStepAsMultipliedOnes) {
+  // under RECALL_KERNELS=reference (the tests' rerun) the reference path alone
+  std::vector<Kernels> paths{Kernels::kReference};
+  if (!reference_kernels()) paths.push_back(Kernels::kFast);
+  for (auto kernels : paths) {
+    ScopedKernels scoped(kernels);
+    auto pa = make_params(8), pb = copies(pa);
+    FusedAdamW a(two_groups(pa)), b(two_groups(pb));
+    for (int s = 0; s < 4; ++s) {
+      set_grads(pa, s);
+      set_grads(pb, s);
+      const float c = 0.3f + 0.1f * static_cast<float>(s);  // s = 3: two scales, 0.6 then 0.7
+      for (size_t i = 0; i < pa.size(); ++i)
+        if (pa[i].grad().defined()) {
+          pa[i].mutable_grad().mul_(c);
+          if (s == 3) pa[i].mutable_grad().mul_(0.7f);
+        }
+      const auto before = pb[1].grad().clone();
+      b.scale_gradients(c);
+      if (s == 3) b.scale_gradients(0.7f);
+      if (kernels == Kernels::kFast && s < 3) {
+        EXPECT_TRUE(torch::equal(pb[1].grad(), before));
+      }
+      a.step();
+      b.step();
+      for (size_t i = 0; i < pa.size(); ++i)
+        EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i << ", step " << s;
+    }
+  }
+}
+
 // A state saved by torch's own AdamW (checkpoints written before the fused optimizer) loads.
 TEST(FusedAdamW, LoadsTorchAdamWState) {
   auto pa = make_params(6), pb = copies(pa);

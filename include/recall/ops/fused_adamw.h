@@ -39,8 +39,16 @@ class FusedAdamW : public torch::optim::AdamW {
   // Sets every gradient to none (undefined), so that the next backward writes instead of adding.
   void zero_grad();
 
+  // Every gradient times `scale`, as g.mul_(scale) makes it (a gradient clip's coefficient). On
+  // the fused path the next step() multiplies each gradient as it reads it, with the same float
+  // rounding, rather than in a pass of its own; the gradients themselves stay as they are. On the
+  // reference path (AdamW::step) they are multiplied now. A scale of 1 changes nothing.
+  void scale_gradients(float scale);
+
  private:
-  c10::Device device_{torch::kCPU};  // the parameters'
+  void multiply_gradients(float scale);  // g.mul_(scale) for every gradient
+  c10::Device device_{torch::kCPU};      // the parameters'
+  float grad_scale_ = 1.0f;              // for the next fused step
 };
 
 }  // namespace recall
