@@ -133,7 +133,11 @@ class ClaimPool {
 }  // namespace
 
 void parallel_claim(int64_t n, const std::function<void(int64_t, int)>& fn) {
-  const int workers = static_cast<int>(std::min<int64_t>(n, at::get_num_threads()));
+  parallel_claim(n, at::get_num_threads(), fn);
+}
+
+void parallel_claim(int64_t n, int threads, const std::function<void(int64_t, int)>& fn) {
+  const int workers = static_cast<int>(std::min<int64_t>(n, threads));
   if (workers <= 1) {
     for (int64_t i = 0; i < n; ++i) fn(i, 0);
     return;

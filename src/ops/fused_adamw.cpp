@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "recall/core/error.h"
+#include "recall/core/threads.h"
 #include "recall/ops/kernels.h"
 
 #ifdef __SSE2__
@@ -263,14 +264,21 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     }
   }
   // One parallel loop over the flat element range; each chunk walks the parameters it overlaps.
-  at::parallel_for(0, offsets.back(), 1 << 14, [&](int64_t begin, int64_t end) {
+  auto chunk = [&](int64_t begin, int64_t end) {
     size_t i = std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1;
     for (; i < items.size() && offsets[i] < end; ++i) {
       const Item& it = items[i];
       const int64_t lo = std::max(begin, offsets[i]) - offsets[i];
       update(it, lo, std::min(end, offsets[i + 1]) - offsets[i]);
     }
-  });
+  };
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t total = offsets.back();
+  if (workers_ > 0)
+    parallel_claim((total + kChunk - 1) / kChunk, workers_,
+                   [&](int64_t c, int) { chunk(c * kChunk, std::min(total, (c + 1) * kChunk)); });
+  else
+    at::parallel_for(0, total, kChunk, chunk);
   grad_scale_ = 1.0f;
   return loss;
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "recall/core/threads.h"
 #include "recall/ops/cross_entropy.h"
 #include "recall/ops/kernels.h"
 #include "recall/ops/precision.h"
@@ -164,19 +165,58 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
     if (e) std::rethrow_exception(e);
   // .grad += g_0 + g_1 + ... + g_{n-1}, added in this order whatever order the workers finished in.
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> sums(params.size());
+  // The first gradient of each parameter is ours to add into, unless autograd handed back a view
+  // (an expand); the float32 ones are summed below on the workers, the rest here.
+  std::vector<size_t> on_workers;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto& sum = sums[i];
+    for (int64_t w = 0; w < n && !sum.defined(); ++w) {
+      const auto& g = grads[w][i];
+      if (g.defined())
+        sum = g.is_contiguous() && !g.is_view() ? g : g.clone(at::MemoryFormat::Contiguous);
+    }
+    if (!sum.defined() || ready || sum.scalar_type() != torch::kFloat32) continue;
+    on_workers.push_back(i);
+    for (int64_t w = 0; w < n; ++w) {  // the loops below read the others' floats in order
+      auto& g = grads[w][i];
+      if (g.defined() && !g.is_contiguous()) g = g.contiguous();
+    }
+  }
+  // Without an all-reduce to feed in order, the sums of float32 gradients run on as many threads
+  // as the backward's workers (sleeping ones, core/threads.h), a parameter at a time, each
+  // element's terms added in worker order as add_ adds them.
+  parallel_claim(static_cast<int64_t>(on_workers.size()), static_cast<int>(n),
+                 [&](int64_t item, int) {
+                   const size_t i = on_workers[static_cast<size_t>(item)];
+                   float* s = sums[i].data_ptr<float>();
+                   const int64_t size = sums[i].numel();
+                   bool first = true;
+                   for (int64_t w = 0; w < n; ++w) {
+                     const auto& g = grads[w][i];
+                     if (!g.defined()) continue;
+                     if (first) {  // the sum itself
+                       first = false;
+                       continue;
+                     }
+                     const float* p = g.data_ptr<float>();
+                     for (int64_t j = 0; j < size; ++j) s[j] += p[j];
+                   }
+                 });
   // Last parameters first, as backward produces them: the all-reduce buckets fill from the end, so
   // the first starts while the rest are summed.
   for (size_t i = params.size(); i-- > 0;) {
-    torch::Tensor sum;
-    for (int64_t w = 0; w < n; ++w) {
-      const auto& g = grads[w][i];
-      if (!g.defined()) continue;
-      if (!sum.defined())  // ours to add into, unless autograd handed back a view (an expand)
-        sum = g.is_contiguous() && !g.is_view() ? g : g.clone(at::MemoryFormat::Contiguous);
-      else
-        sum.add_(g);
-    }
+    auto& sum = sums[i];
     if (!sum.defined()) continue;
+    if (ready || sum.scalar_type() != torch::kFloat32) {
+      bool first = true;
+      for (int64_t w = 0; w < n; ++w) {
+        const auto& g = grads[w][i];
+        if (!g.defined()) continue;
+        if (!first) sum.add_(g);
+        first = false;
+      }
+    }
     if (ready) ready(i, sum);
     auto& grad = const_cast<torch::Tensor&>(params[i]).mutable_grad();
     if (grad.defined())

@@ -281,11 +281,15 @@ class TrainingRun {
     result.peak_flops = peak_flops_;
     result.peak_kind = peak.kind;
     // With data-parallel workers, this thread's share of a step (adding up the workers'
-    // gradients, the clip, the optimizer) is a few ms of memory traffic: it runs single-threaded,
-    // because an intra-op (OpenMP) thread woken for it keeps spinning afterwards on a core the
-    // workers need.
+    // gradients, the clip, the optimizer) is a few ms of memory traffic: its torch ops run
+    // single-threaded, because an intra-op (OpenMP) thread woken for them keeps spinning
+    // afterwards on a core the workers need; the gradient sums and the optimizer's loop run on
+    // threads that sleep between calls (parallel_claim), as many as the workers.
     std::optional<TorchThreads> one_thread;
-    if (workers > 1 && fast_kernels(options_.device)) one_thread.emplace(1);
+    if (workers > 1 && fast_kernels(options_.device)) {
+      one_thread.emplace(1);
+      state_.optimizer.set_workers(workers);  // its loop on sleeping threads of its own
+    }
     const auto t0 = std::chrono::steady_clock::now();
     first_ = state_.step;
     while (state_.step < tc_.steps) {

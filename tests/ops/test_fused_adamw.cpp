@@ -133,7 +133,8 @@ TEST(FusedAdamW, SaveLoadContinuesBitIdentically) {
 // A clip's coefficient handed to the optimizer (scale_gradients) gives the bits of the gradients
 // multiplied first (g.mul_(c), as torch's clip_grad_norm_ does), on the fused path, where the
 // step multiplies as it reads, and on the reference one; two scales before a step round twice, as
-// two multiplications do. The fused path leaves the gradients unmultiplied.
+// two multiplications do. The fused path leaves the gradients unmultiplied, and gives the same
+// bits on its own workers (set_workers) as on torch's threads.
 TEST(FusedAdamW, ScaledGradientsStepAsMultipliedOnes) {
   // under RECALL_KERNELS=reference (the tests' rerun) the reference path alone
   std::vector<Kernels> paths{Kernels::kReference};
@@ -142,6 +143,7 @@ TEST(FusedAdamW, ScaledGradientsStepAsMultipliedOnes) {
     ScopedKernels scoped(kernels);
     auto pa = make_params(8), pb = copies(pa);
     FusedAdamW a(two_groups(pa)), b(two_groups(pb));
+    b.set_workers(2);  // its loop on parallel_claim's threads, a's on torch's: the same bits
     for (int s = 0; s < 4; ++s) {
       set_grads(pa, s);
       set_grads(pb, s);

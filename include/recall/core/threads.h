@@ -28,6 +28,11 @@ int cpu_quota_threads(const std::string& cpu_max);
 // time to that. Items must not depend on which worker runs them. The first exception thrown is
 // rethrown here.
 void parallel_claim(int64_t n, const std::function<void(int64_t item, int worker)>& fn);
+// The same on `workers` workers (at most n), whatever torch's thread count: the trainer's own
+// share of a step runs torch single-threaded beside its data-parallel workers, and spreads its
+// loops over as many workers as they are.
+void parallel_claim(int64_t n, int workers,
+                    const std::function<void(int64_t item, int worker)>& fn);
 
 // torch's intra-op thread count for a scope.
 class TorchThreads {

@@ -45,10 +45,17 @@ class FusedAdamW : public torch::optim::AdamW {
   // reference path (AdamW::step) they are multiplied now. A scale of 1 changes nothing.
   void scale_gradients(float scale);
 
+  // Where the fused step's loop runs: on torch's intra-op threads (0, the default), or on n
+  // workers of parallel_claim (recall/core/threads.h), which sleep rather than spin between
+  // calls: the trainer runs torch single-threaded beside its data-parallel workers and gives the
+  // step as many. The bits are the same either way (each element is updated alone).
+  void set_workers(int n) { workers_ = n; }
+
  private:
   void multiply_gradients(float scale);  // g.mul_(scale) for every gradient
   c10::Device device_{torch::kCPU};      // the parameters'
   float grad_scale_ = 1.0f;              // for the next fused step
+  int workers_ = 0;                      // set_workers
 };
 
 }  // namespace recall
