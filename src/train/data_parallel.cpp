@@ -95,6 +95,126 @@ WorkerPool& worker_pool(int n) {
   return *pool;
 }
 
+// One backward over the whole batch on this thread; with `ready`, each leaf's hook sees its whole
+// gradient of this backward (autograd has summed every use) just before it is accumulated into
+// .grad. Returns the loss.
+double whole_batch_backward(Transformer& model, const Batch& batch, double scale,
+                            const std::vector<torch::Tensor>& params, const GradReady& ready) {
+  std::vector<unsigned> hooks;
+  if (ready)
+    for (size_t i = 0; i < params.size(); ++i)
+      hooks.push_back(params[i].register_hook([&ready, i](torch::Tensor g) { ready(i, g); }));
+  auto unhook = [&] {
+    for (size_t i = 0; i < hooks.size(); ++i) params[i].remove_hook(hooks[i]);
+  };
+  // the graph is freed on return, inside the caller's profiled span
+  auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
+  try {
+    loss.backward();
+  } catch (...) {
+    unhook();
+    throw;
+  }
+  unhook();
+  return loss.item<double>();
+}
+
+// What the workers of one step hand back: worker w's loss, its gradients grads[w][i] (undefined
+// for a parameter its slice did not use) and, when profiled, its step parts.
+struct WorkerResults {
+  std::vector<double> losses;
+  std::vector<std::vector<torch::Tensor>> grads;
+  std::vector<StepProfile> parts;
+};
+
+// Worker w of n: the backward of rows [B w / n, B (w + 1) / n) of the batch. The first exception
+// a worker threw is rethrown here, after all have finished.
+WorkerResults run_workers(Transformer& model, const Batch& batch, double scale, int64_t n,
+                          const std::vector<torch::Tensor>& params, bool profile) {
+  const int64_t B = batch.x.size(0);
+  WorkerResults r{std::vector<double>(n, 0.0), std::vector<std::vector<torch::Tensor>>(n),
+                  std::vector<StepProfile>(profile ? n : 0)};
+  std::vector<std::exception_ptr> errors(n);
+  worker_pool(static_cast<int>(n)).run([&](int w) {
+    const auto begun = std::chrono::steady_clock::now();
+    const StepProfile worker_before = profile ? thread_op_seconds() : StepProfile{};
+    try {
+      const int64_t begin = B * w / n, end = B * (w + 1) / n;
+      auto rows = [&](const torch::Tensor& t) { return t.slice(0, begin, end); };
+      auto loss = scored_loss(model, rows(batch.x), rows(batch.y), rows(batch.mask), scale);
+      r.losses[w] = loss.item<double>();
+      r.grads[w] = torch::autograd::grad({loss}, params, /*grad_outputs=*/{},
+                                         /*retain_graph=*/false, /*create_graph=*/false,
+                                         /*allow_unused=*/true);
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+    if (profile) r.parts[w] = thread_parts_since(worker_before, seconds_since(begun));
+  });
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return r;
+}
+
+// .grad += g_0 + g_1 + ... + g_{n-1} for each parameter, added in worker order whatever order the
+// workers finished in; with `ready`, each sum is handed to it first, last parameters first (as
+// backward produces them: the all-reduce buckets fill from the end, so the first starts while the
+// rest are summed). Without it, the float32 sums run beforehand on as many threads as there are
+// workers (sleeping ones, core/threads.h), a parameter at a time. Either way each element's terms
+// are added as add_ adds them, so the bits do not depend on where a sum ran.
+void sum_gradients(const std::vector<torch::Tensor>& params,
+                   std::vector<std::vector<torch::Tensor>>& grads, const GradReady& ready) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = static_cast<int64_t>(grads.size());
+  // Each parameter's first gradient is ours to add into, unless autograd handed back a view (an
+  // expand); the later ones are made contiguous here, so that the sums read plain floats.
+  std::vector<torch::Tensor> sums(params.size());
+  std::vector<int64_t> first(params.size(), n);
+  for (size_t i = 0; i < params.size(); ++i)
+    for (int64_t w = 0; w < n; ++w) {
+      auto& g = grads[w][i];
+      if (!g.defined()) continue;
+      if (first[i] == n) {
+        first[i] = w;
+        sums[i] = g.is_contiguous() && !g.is_view() ? g : g.clone(at::MemoryFormat::Contiguous);
+      } else if (!g.is_contiguous()) {
+        g = g.contiguous();
+      }
+    }
+  auto add_rest = [&](size_t i) {  // sums[i] += the later workers' gradients, in order
+    for (int64_t w = first[i] + 1; w < n; ++w) {
+      const auto& g = grads[w][i];
+      if (!g.defined()) continue;
+      if (sums[i].scalar_type() != torch::kFloat32) {
+        sums[i].add_(g);
+        continue;
+      }
+      float* s = sums[i].data_ptr<float>();
+      const float* p = g.data_ptr<float>();
+      for (int64_t j = 0, size = sums[i].numel(); j < size; ++j) s[j] += p[j];
+    }
+  };
+  const bool ahead = !ready;  // the sums before the loop below, in parallel
+  if (ahead) {
+    std::vector<size_t> floats;  // add_ on a claim thread would start torch's thread set-up
+    for (size_t i = 0; i < params.size(); ++i)
+      if (sums[i].defined() && sums[i].scalar_type() == torch::kFloat32) floats.push_back(i);
+    parallel_claim(static_cast<int64_t>(floats.size()), static_cast<int>(n),
+                   [&](int64_t k, int) { add_rest(floats[static_cast<size_t>(k)]); });
+  }
+  for (size_t i = params.size(); i-- > 0;) {
+    auto& sum = sums[i];
+    if (!sum.defined()) continue;
+    if (!ahead || sum.scalar_type() != torch::kFloat32) add_rest(i);
+    if (ready) ready(i, sum);
+    auto& grad = const_cast<torch::Tensor&>(params[i]).mutable_grad();
+    if (grad.defined())
+      grad.add_(sum);
+    else
+      grad = sum;
+  }
+}
+
 }  // namespace
 
 double data_parallel_backward(Transformer& model, const Batch& batch, int workers,
@@ -107,125 +227,24 @@ double data_parallel_backward(Transformer& model, const Batch& batch, int worker
   const int64_t n = fast_kernels(batch.x.device()) ? std::min<int64_t>(std::max(workers, 1), B) : 1;
   const auto params = model->parameters();
   if (n == 1) {
-    // A leaf's hook sees its whole gradient of this backward (autograd has summed every use)
-    // just before it is accumulated into .grad.
-    std::vector<unsigned> hooks;
-    if (ready)
-      for (size_t i = 0; i < params.size(); ++i)
-        hooks.push_back(params[i].register_hook([&ready, i](torch::Tensor g) { ready(i, g); }));
-    auto unhook = [&] {
-      for (size_t i = 0; i < hooks.size(); ++i) params[i].remove_hook(hooks[i]);
-    };
-    double total = 0;
-    {  // the graph is freed at the end of this scope, inside the profiled span
-      auto loss = scored_loss(model, batch.x, batch.y, batch.mask, scale);
-      try {
-        loss.backward();
-      } catch (...) {
-        unhook();
-        throw;
-      }
-      unhook();
-      total = loss.item<double>();
-    }
+    const double total = whole_batch_backward(model, batch, scale, params, ready);
     if (profile) *profile += thread_parts_since(ops_before, seconds_since(start));
     return total;
   }
   count_fast_call(FastKernel::kDataParallel);
-  std::vector<double> losses(n, 0.0);
-  std::vector<std::vector<torch::Tensor>> grads(n);  // grads[w][i]: worker w's for parameter i
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<StepProfile> parts(profile ? n : 0);
   const auto region = std::chrono::steady_clock::now();
-  worker_pool(static_cast<int>(n)).run([&](int w) {
-    const auto begun = std::chrono::steady_clock::now();
-    const StepProfile worker_before = profile ? thread_op_seconds() : StepProfile{};
-    try {
-      const int64_t begin = B * w / n, end = B * (w + 1) / n;
-      auto rows = [&](const torch::Tensor& t) { return t.slice(0, begin, end); };
-      auto loss = scored_loss(model, rows(batch.x), rows(batch.y), rows(batch.mask), scale);
-      losses[w] = loss.item<double>();
-      grads[w] = torch::autograd::grad({loss}, params, /*grad_outputs=*/{},
-                                       /*retain_graph=*/false, /*create_graph=*/false,
-                                       /*allow_unused=*/true);
-    } catch (...) {
-      errors[w] = std::current_exception();
-    }
-    if (profile) parts[w] = thread_parts_since(worker_before, seconds_since(begun));
-  });
+  WorkerResults r = run_workers(model, batch, scale, n, params, profile != nullptr);
   const auto summed = std::chrono::steady_clock::now();
   if (profile) {  // the workers' mean parts; the rest of the region is waiting for the slowest
     StepProfile mean;
-    for (const auto& p : parts) mean += p;
+    for (const auto& p : r.parts) mean += p;
     mean *= 1.0 / static_cast<double>(n);
     mean[StepPart::kWaits] += std::chrono::duration<double>(summed - region).count() - mean.total();
     *profile += mean;
   }
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  // .grad += g_0 + g_1 + ... + g_{n-1}, added in this order whatever order the workers finished in.
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> sums(params.size());
-  // The first gradient of each parameter is ours to add into, unless autograd handed back a view
-  // (an expand); the float32 ones are summed below on the workers, the rest here.
-  std::vector<size_t> on_workers;
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto& sum = sums[i];
-    for (int64_t w = 0; w < n && !sum.defined(); ++w) {
-      const auto& g = grads[w][i];
-      if (g.defined())
-        sum = g.is_contiguous() && !g.is_view() ? g : g.clone(at::MemoryFormat::Contiguous);
-    }
-    if (!sum.defined() || ready || sum.scalar_type() != torch::kFloat32) continue;
-    on_workers.push_back(i);
-    for (int64_t w = 0; w < n; ++w) {  // the loops below read the others' floats in order
-      auto& g = grads[w][i];
-      if (g.defined() && !g.is_contiguous()) g = g.contiguous();
-    }
-  }
-  // Without an all-reduce to feed in order, the sums of float32 gradients run on as many threads
-  // as the backward's workers (sleeping ones, core/threads.h), a parameter at a time, each
-  // element's terms added in worker order as add_ adds them.
-  parallel_claim(static_cast<int64_t>(on_workers.size()), static_cast<int>(n),
-                 [&](int64_t item, int) {
-                   const size_t i = on_workers[static_cast<size_t>(item)];
-                   float* s = sums[i].data_ptr<float>();
-                   const int64_t size = sums[i].numel();
-                   bool first = true;
-                   for (int64_t w = 0; w < n; ++w) {
-                     const auto& g = grads[w][i];
-                     if (!g.defined()) continue;
-                     if (first) {  // the sum itself
-                       first = false;
-                       continue;
-                     }
-                     const float* p = g.data_ptr<float>();
-                     for (int64_t j = 0; j < size; ++j) s[j] += p[j];
-                   }
-                 });
-  // Last parameters first, as backward produces them: the all-reduce buckets fill from the end, so
-  // the first starts while the rest are summed.
-  for (size_t i = params.size(); i-- > 0;) {
-    auto& sum = sums[i];
-    if (!sum.defined()) continue;
-    if (ready || sum.scalar_type() != torch::kFloat32) {
-      bool first = true;
-      for (int64_t w = 0; w < n; ++w) {
-        const auto& g = grads[w][i];
-        if (!g.defined()) continue;
-        if (!first) sum.add_(g);
-        first = false;
-      }
-    }
-    if (ready) ready(i, sum);
-    auto& grad = const_cast<torch::Tensor&>(params[i]).mutable_grad();
-    if (grad.defined())
-      grad.add_(sum);
-    else
-      grad = sum;
-  }
+  sum_gradients(params, r.grads, ready);
   double total = 0.0;
-  for (double l : losses) total += l;
+  for (double l : r.losses) total += l;
   if (profile) {
     (*profile)[StepPart::kGradSum] += seconds_since(summed);
     // the batch's count and the slices, before the workers start
