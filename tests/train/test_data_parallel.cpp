@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "fast_gemm_test_util.h"
 #include "model_test_util.h"
@@ -64,14 +65,22 @@ TEST(DataParallel, LossAndGradientsEqualOneBackwardOverTheBatch) {
 TEST(DataParallel, ProfilePartsAddUpToTheCall) {
   auto [model, b] = small_model_and_batch();
   for (int workers : {1, 2}) {
+    // The parts cover the call but for its entry and return: a stall there (the process
+    // preempted under `ctest -j`, one 4 ms time slice) is outside them. A part the profile missed
+    // would miss on every try; a stall comes and goes, so the closest of 3 tries is judged.
     StepProfile parts;
-    const OpRecorder recorder;
-    const auto t0 = std::chrono::steady_clock::now();
-    data_parallel_backward(model, b, workers, 0, {}, &parts);
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    take_grads(model);
-    EXPECT_NEAR(parts.total(), wall, 0.02 * wall) << workers;
+    double miss = 1.0;
+    for (int attempt = 0; attempt < 3 && miss > 0.02; ++attempt) {
+      parts = StepProfile{};
+      const OpRecorder recorder;
+      const auto t0 = std::chrono::steady_clock::now();
+      data_parallel_backward(model, b, workers, 0, {}, &parts);
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      take_grads(model);
+      miss = std::abs(parts.total() - wall) / wall;
+    }
+    EXPECT_LE(miss, 0.02) << workers;
     for (StepPart p : {StepPart::kGemm, StepPart::kAttention, StepPart::kNorms, StepPart::kLoss})
       EXPECT_GT(parts[p], 0.0) << workers << " " << to_string(p);
     for (StepPart p : {StepPart::kData, StepPart::kClip, StepPart::kOptimizer})
