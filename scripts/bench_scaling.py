@@ -118,7 +118,7 @@ for d, t in shapes:
             out, rss = recall_run(d, t, precision, steps)
             out.update(shape=f"{d}x{t}", rss_mib=round(rss))
             print(json.dumps(out), flush=True)
-            runs.setdefault(f"recall {precision}", []).append((out["tokens_per_s"], out["useful_mfu"], rss))
+            runs.setdefault(f"recall {precision}", []).append((out["tokens_per_s"], out["useful_gemm"], rss))
         for mode in modes:
             out, rss = peer_run(d, t, mode, max(4, steps - 2))
             out.update(shape=f"{d}x{t}", mode=mode, rss_mib=round(rss))

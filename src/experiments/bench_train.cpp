@@ -94,6 +94,8 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps, const torch::Dev
   r.mfu = r.tokens_per_s * r.flops_per_token / run.peak_flops;
   r.useful_mfu = r.tokens_per_s * r.useful_flops_per_token / run.peak_flops;
   r.nproc = dist_env_from_environment().world_size;
+  r.gemm_gflops = peak_flops(device).measured * r.nproc / 1e9;
+  r.useful_gemm = r.tokens_per_s * r.useful_flops_per_token / (r.gemm_gflops * 1e9);
   r.precision_note = bf16_slower_note(device);
   return r;
 }
@@ -113,6 +115,8 @@ std::string to_json(const BenchTrainResult& r) {
   j["mfu"] = std::round(r.mfu * 1000) / 1000;
   j["useful_flops_per_token"] = std::llround(r.useful_flops_per_token);
   j["useful_mfu"] = std::round(r.useful_mfu * 1000) / 1000;
+  j["gemm_gflops"] = std::round(r.gemm_gflops * 10) / 10;
+  j["useful_gemm"] = std::round(r.useful_gemm * 1000) / 1000;
   if (r.nproc > 1) j["nproc"] = r.nproc;
   if (!r.precision_note.empty()) j["precision_note"] = r.precision_note;
   if (r.profiled_steps > 0) {

@@ -55,13 +55,18 @@ TEST(BenchTrain, TinyRunReportsTheTrainersTimings) {
   const double flops = 6.0 * (weights - unscored_head) + 12.0 * 1 * 32 * 32;
   EXPECT_NEAR(r.mfu, r.tokens_per_s * flops / (r.peak_gflops * 1e9), 1e-9 * r.mfu);
   EXPECT_LT(r.useful_mfu, r.mfu);  // the lookups and the masked half of attention left out
+  // against the measured GEMM rate alone, at most the peak (the larger of it and the theoretical)
+  EXPECT_GT(r.gemm_gflops, 0);
+  EXPECT_LE(r.gemm_gflops, r.peak_gflops * (1 + 1e-12));
+  EXPECT_NEAR(r.useful_gemm, r.useful_mfu * r.peak_gflops / r.gemm_gflops, 1e-9 * r.useful_gemm);
   auto j = nlohmann::json::parse(to_json(r));
   EXPECT_EQ(j["impl"], "recall-cpp");
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["gemm"], gemm_backend());
   EXPECT_TRUE(j["peak"] == "measured" || j["peak"] == "theoretical") << j["peak"];
-  for (const char* key : {"params", "tokens_per_s", "step_ms", "peak_gflops", "mfu",
-                          "flops_per_token_6n_12ldt", "useful_flops_per_token", "useful_mfu"})
+  for (const char* key :
+       {"params", "tokens_per_s", "step_ms", "peak_gflops", "mfu", "flops_per_token_6n_12ldt",
+        "useful_flops_per_token", "useful_mfu", "gemm_gflops", "useful_gemm"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_THROW(bench_train(cfg, 2), std::invalid_argument);  // both steps would be warm-up
 }

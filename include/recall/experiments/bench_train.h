@@ -5,7 +5,10 @@
 // MFU counts (6 N + 12 L d T) FLOPs per token (nanoGPT's estimate, as the peer does) against the
 // peak the trainer divides by (recall/core/machine.h: the larger of the measured and the
 // theoretical fp32 rate; under precision = bf16, the bf16 GEMM's measured rate); useful_mfu counts
-// the useful FLOPs (useful_flops_per_token) instead.
+// the useful FLOPs (useful_flops_per_token) instead. useful_gemm divides the useful FLOPs by the
+// GEMM rate the run's precision measured at the trainer's shapes (gemm_gflops) alone: how near the
+// step comes to spending all its time in matrix products, where the theoretical rate may be out of
+// any GEMM's reach (an AMD Zen 4 runs 512-bit FMAs as two 256-bit halves).
 //
 // With `profile`, every other timed step is recorded (TrainOptions::profile): the unrecorded steps
 // give the throughput, the recorded ones the step's parts (recall/core/step_profile.h) in ms per
@@ -24,6 +27,7 @@ namespace recall {
 struct BenchTrainResult {
   int64_t params = 0;
   double tokens_per_s = 0, step_ms = 0, peak_gflops = 0, mfu = 0, useful_mfu = 0;
+  double gemm_gflops = 0, useful_gemm = 0;  // measured GEMM rate (all processes); useful / it
   double flops_per_token = 0, useful_flops_per_token = 0;
   std::string peak_kind;  // "measured", "theoretical" or "config"
   std::string gemm;       // the GEMM backend (gemm_backend) under the run's precision
@@ -49,10 +53,10 @@ BenchTrainResult bench_train(TrainConfig config, int64_t steps = 0,
 // One JSON line:
 // {"impl":"recall-cpp","device":"cpu","gemm":..,"precision":..,"params":..,"tokens_per_s":..,
 // "step_ms":..,"peak_gflops":..,"peak":..,"flops_per_token_6n_12ldt":..,"mfu":..,
-// "useful_flops_per_token":..,"useful_mfu":..}, "nproc" when more than one process trained, and
-// with a profile "profile_ms" (each part's ms per step, in StepPart order, and their "sum"),
-// "profiled_step_ms" (the recorded steps' mean wall time, which the sum matches),
-// "profiled_steps" and "top_ops_thread_ms" (top_ops).
+// "useful_flops_per_token":..,"useful_mfu":..,"gemm_gflops":..,"useful_gemm":..}, "nproc" when more
+// than one process trained, and with a profile "profile_ms" (each part's ms per step, in StepPart
+// order, and their "sum"), "profiled_step_ms" (the recorded steps' mean wall time, which the sum
+// matches), "profiled_steps" and "top_ops_thread_ms" (top_ops).
 std::string to_json(const BenchTrainResult& result);
 
 // Reads the config (a file or a recipe name) with `sets` ("key=value") over it, runs the benchmark
