@@ -4,8 +4,10 @@
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "recall/core/error.h"
@@ -37,8 +39,8 @@ struct Layout {
   int64_t width(int64_t t0) const { return N + t0 + rows(t0); }
 };
 
-// One (batch, head) item of a (B, rows, H, d) float32 tensor: its first row and the stride
-// between rows.
+// One (batch, head) item of a (B, rows, H, d) tensor of float32 (or bfloat16 bits, T uint16_t):
+// its first row and the stride between rows.
 template <typename Ptr>
 struct Item {
   Ptr p;
@@ -46,44 +48,56 @@ struct Item {
   Ptr row(int64_t t) const { return p + t * ld; }
 };
 
-Item<const float*> item_of(const torch::Tensor& x, int64_t b, int64_t h) {
-  return {x.data_ptr<float>() + b * x.stride(0) + h * x.stride(2), x.stride(1)};
+template <typename T = float>
+Item<const T*> item_of(const torch::Tensor& x, int64_t b, int64_t h) {
+  return {static_cast<const T*>(x.data_ptr()) + b * x.stride(0) + h * x.stride(2), x.stride(1)};
 }
 Item<float*> item_of(torch::Tensor& x, int64_t b, int64_t h) {
   return {x.data_ptr<float>() + b * x.stride(0) + h * x.stride(2), x.stride(1)};
 }
 
 // q, k, v, or the output gradient as the products take them: float32 with unit stride along d;
-// under precision bf16, their values rounded to bfloat16 once (round_to_bf16 as float32, exact).
+// under precision bf16, rounded to bfloat16 once: the bits where blocks_on_bf16_gemm, else the
+// values as float32 (exact). The backward knows which from the saved tensors' dtype.
 torch::Tensor product_operand(const torch::Tensor& x, bool bf16) {
-  if (bf16) return round_to_bf16(x, torch::kFloat32);
+  if (bf16)
+    return round_to_bf16(x, attention_blocks_on_bf16_gemm() ? torch::kBFloat16 : torch::kFloat32);
   return x.stride(3) == 1 ? x : x.contiguous();
 }
 
-// The kernel's products, on the sgemm with float32 sums under either precision. Under bf16 the
-// operands hold bfloat16 values: a block's products are small (64 rows, d_head columns), where
-// oneDNN's bf16 GEMM (its AMX path sets up tiles and packs per call) took 59 ms of a bench-gpt
-// step and the sgemm 28. A product of two bf16 values is exact in float32, so the sgemm computes
-// what a bf16 GEMM with float32 accumulation does, in its own order.
+// The kernel's products, float32 sums into float32 C: the sgemm on float32 operands (under bf16
+// holding bf16 values), the bf16 GEMM on bf16 bits.
 void gemm(bool bf16, char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (bf16) count_fast_call(FastKernel::kBf16AsFloat);
   const int status = fast_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   TORCH_CHECK(status == 0, fast_gemm_name(), " failed with status ", status);
 }
+void gemm(bool, char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+          int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const int status = fast_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  TORCH_CHECK(status == 0, bf16_gemm_name(), " failed with status ", status);
+}
 
-// Under bf16, the bfloat16 values of one block's weights (kBlock rows of up to `width` keys) and
-// (backward) of their gradients, the next products' operands, as autocast rounds softmax's float32
-// output before its product with v; empty in float32, where the blocks themselves are the operands.
+// Under bf16, one block's weights (kBlock rows of up to `width` keys) and (backward) their
+// gradients rounded to bfloat16 (T: float values or uint16_t bits), the next products' operands,
+// as autocast rounds softmax's float32 output before its product with v; empty in float32, where
+// the blocks themselves are the operands.
+template <typename T>
 struct Rounded {
-  std::vector<float> p, g;
+  std::vector<T> p, g;
   Rounded(int64_t width, bool bf16, bool gradients = false) {
     if (!bf16) return;
     p.resize(static_cast<size_t>(kBlock * width));
     if (gradients) g.resize(p.size());
   }
-  float* weights() { return p.empty() ? nullptr : p.data(); }
-  float* gradients() { return g.empty() ? nullptr : g.data(); }
+  T* weights() { return p.empty() ? nullptr : p.data(); }
+  T* gradients() { return g.empty() ? nullptr : g.data(); }
+  // A product's operand: the rounded block under bf16, the float32 block itself in fp32.
+  static const T* operand(const T* rounded, const float* block) {
+    if constexpr (std::is_same_v<T, float>) return rounded ? rounded : block;
+    return rounded;
+  }
 };
 
 // The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its
@@ -94,14 +108,16 @@ struct Rounded {
 // Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region: oneDNN's
 // sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the cores were
 // busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose threads are
-// the ones its other ops just used.
+// the ones its other ops just used. Op is the operands' element type (float, or uint16_t for
+// bfloat16 bits: product_operand).
+template <typename Op>
 void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
             double alpha, bool bf16, const Layout& lay, float* probs, torch::Tensor& y) {
   const int64_t H = q.size(2), d = q.size(3), width = lay.width(lay.T - 1);
   // scratch: one block's weights (inference)
-  auto item = [&](int64_t i, std::vector<float>& scratch, Rounded& rounded) {
-    const auto qi = item_of(q, i / H, i % H), ki = item_of(k, i / H, i % H),
-               vi = item_of(v, i / H, i % H);
+  auto item = [&](int64_t i, std::vector<float>& scratch, Rounded<Op>& rounded) {
+    const auto qi = item_of<Op>(q, i / H, i % H), ki = item_of<Op>(k, i / H, i % H),
+               vi = item_of<Op>(v, i / H, i % H);
     const auto yi = item_of(y, i / H, i % H);
     for (size_t b = 0; b < lay.offset.size(); ++b) {
       const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
@@ -110,15 +126,15 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
            P, w);  // alpha q_blk k^T
       // In place; row t0 + j sees the memories and context keys up to its own position.
       row_math::causal_softmax_rows(P, r, w, n_mem + t0, rounded.weights());
-      gemm(bf16, 'N', 'N', r, d, w, 1.0f, bf16 ? rounded.weights() : P, w, vi.p, vi.ld, 0.0f,
-           yi.row(t0), yi.ld);  // P v
+      gemm(bf16, 'N', 'N', r, d, w, 1.0f, Rounded<Op>::operand(rounded.weights(), P), w, vi.p,
+           vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
     }
   };
   const int64_t n = q.size(0) * H;
   if (probs) {
     at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> unused;
-      Rounded rounded(width, bf16);
+      Rounded<Op> rounded(width, bf16);
       for (int64_t i = begin; i < end; ++i) item(i, unused, rounded);
     });
     return;
@@ -126,14 +142,14 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
   // one block's weights per worker
   struct Worker {
     std::vector<float> scratch;
-    std::unique_ptr<Rounded> rounded;
+    std::unique_ptr<Rounded<Op>> rounded;
   };
   std::vector<Worker> workers(static_cast<size_t>(at::get_num_threads()));
   parallel_claim(n, [&](int64_t i, int worker) {
     auto& mine = workers[static_cast<size_t>(worker)];
     if (mine.scratch.empty()) {
       mine.scratch.resize(static_cast<size_t>(kBlock * width));
-      mine.rounded = std::make_unique<Rounded>(width, bf16);
+      mine.rounded = std::make_unique<Rounded<Op>>(width, bf16);
     }
     item(i, mine.scratch, *mine.rounded);
   });
@@ -147,6 +163,7 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
 // product's float32 operands. The blocks run last to first: the last one sees every key, so its
 // products write all of gk and gv (beta 0) and the earlier ones add to them, and gk, gv need no
 // zero fill. gq, gk and gv may be views with any row stride (the slices of one packed gradient).
+template <typename Op>
 void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& probs, const torch::Tensor& gy, int64_t n_mem,
                      float alpha, bool bf16, torch::Tensor& gq, torch::Tensor& gk,
@@ -155,11 +172,11 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
   const Layout lay(T, n_mem);
   at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> dP(static_cast<size_t>(kBlock * S));
-    Rounded rounded(S, bf16, /*gradients=*/true);
+    Rounded<Op> rounded(S, bf16, /*gradients=*/true);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b_ = i / H, h = i % H;
-      const auto qi = item_of(q, b_, h), ki = item_of(k, b_, h), vi = item_of(v, b_, h),
-                 gi = item_of(gy, b_, h);
+      const auto qi = item_of<Op>(q, b_, h), ki = item_of<Op>(k, b_, h), vi = item_of<Op>(v, b_, h),
+                 gi = item_of<Op>(gy, b_, h);
       const auto gqi = item_of(gq, b_, h), gki = item_of(gk, b_, h), gvi = item_of(gv, b_, h);
       for (size_t b = lay.offset.size(); b-- > 0;) {
         const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
@@ -170,9 +187,9 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
              w);  // gy v^T
         // dS = P * (dP - sum_j P dP), in place; under bf16 into the rounded P and dS instead
         row_math::softmax_backward_rows(P, G, r, w, rounded.weights(), rounded.gradients());
-        gemm(bf16, 'T', 'N', w, d, r, 1.0f, bf16 ? rounded.weights() : P, w, gi.row(t0), gi.ld,
-             first, gvi.p, gvi.ld);  // gv += P^T gy
-        const float* dS = bf16 ? rounded.gradients() : G;
+        gemm(bf16, 'T', 'N', w, d, r, 1.0f, Rounded<Op>::operand(rounded.weights(), P), w,
+             gi.row(t0), gi.ld, first, gvi.p, gvi.ld);  // gv += P^T gy
+        const Op* dS = Rounded<Op>::operand(rounded.gradients(), G);
         gemm(bf16, 'N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0),
              gqi.ld);  // dS k
         gemm(bf16, 'T', 'N', w, d, r, alpha, dS, w, qi.row(t0), qi.ld, first, gki.p,
@@ -182,6 +199,13 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
   });
 }
 
+// f(T{}) with T the operands' element type: uint16_t for bfloat16 bits, else float.
+template <typename F>
+void with_operand_type(const torch::Tensor& x, F&& f) {
+  if (x.scalar_type() == torch::kBFloat16) return f(uint16_t{});
+  f(float{});
+}
+
 // The forward both autograd functions run: y (B, T, H, d), and the weights the backward reads
 // (`probs`); the rule's settings go into ctx.
 std::array<torch::Tensor, 2> attention_forward(torch::autograd::AutogradContext* ctx,
@@ -189,9 +213,12 @@ std::array<torch::Tensor, 2> attention_forward(torch::autograd::AutogradContext*
                                                const torch::Tensor& v, int64_t n_mem, double alpha,
                                                bool bf16) {
   const Layout lay(q.size(1), n_mem);
-  auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, q.options());  // packed
-  auto y = torch::empty(q.sizes(), q.options());                              // (B, T, H, d)
-  attend(q, k, v, n_mem, alpha, bf16, lay, probs.data_ptr<float>(), y);
+  const auto f32 = q.options().dtype(torch::kFloat32);
+  auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, f32);  // packed
+  auto y = torch::empty(q.sizes(), f32);                              // (B, T, H, d)
+  with_operand_type(q, [&](auto t) {
+    attend<decltype(t)>(q, k, v, n_mem, alpha, bf16, lay, probs.data_ptr<float>(), y);
+  });
   ctx->saved_data["n_mem"] = n_mem;
   ctx->saved_data["alpha"] = alpha;
   ctx->saved_data["bf16"] = bf16;
@@ -206,7 +233,10 @@ void attention_backward(torch::autograd::AutogradContext* ctx, const torch::Tens
   const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
   const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
   const bool bf16 = ctx->saved_data["bf16"].toBool();  // as the forward ran
-  attend_backward(q, k, v, probs, product_operand(gy, bf16), n_mem, alpha, bf16, gq, gk, gv);
+  with_operand_type(q, [&](auto t) {
+    attend_backward<decltype(t)>(q, k, v, probs, product_operand(gy, bf16), n_mem, alpha, bf16, gq,
+                                 gk, gv);
+  });
 }
 
 struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
@@ -228,8 +258,9 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     RECORD_USER_SCOPE("recall::attention_backward");
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
-    auto gq = torch::empty(q.sizes(), q.options());
-    auto gk = torch::empty(k.sizes(), k.options()), gv = torch::empty(k.sizes(), k.options());
+    const auto f32 = q.options().dtype(torch::kFloat32);
+    auto gq = torch::empty(q.sizes(), f32);
+    auto gk = torch::empty(k.sizes(), f32), gv = torch::empty(k.sizes(), f32);
     attention_backward(ctx, q, k, v, probs, grads[0], gq, gk, gv);
     return {gq, gk, gv, torch::Tensor(), torch::Tensor()};
   }
@@ -255,7 +286,7 @@ struct PackedAttentionFunction : public torch::autograd::Function<PackedAttentio
     RECORD_USER_SCOPE("recall::attention_backward");
     const auto saved = ctx->get_saved_variables();
     const auto &qkv = saved[0], &probs = saved[1];
-    auto g = torch::empty(qkv.sizes(), qkv.options());  // (B, T, 3, H, d)
+    auto g = torch::empty(qkv.sizes(), qkv.options().dtype(torch::kFloat32));  // (B, T, 3, H, d)
     auto gq = g.select(2, 0), gk = g.select(2, 1), gv = g.select(2, 2);
     attention_backward(ctx, qkv.select(2, 0), qkv.select(2, 1), qkv.select(2, 2), probs, grads[0],
                        gq, gk, gv);
@@ -264,6 +295,26 @@ struct PackedAttentionFunction : public torch::autograd::Function<PackedAttentio
 };
 
 }  // namespace
+
+// A block's products are small (64 rows by d_head). Where AMX runs the bf16 GEMM, its per-call
+// set-up (tiles, packing) outweighs them: oneDNN's took 59 ms of a bench-gpt step where the sgemm
+// took 28. Elsewhere (AVX512-BF16 without AMX) the bf16 GEMM ran the block shapes at 1.7x to 2x
+// the sgemm's rate on one core of an AMD Zen 4 (150 to 188 against 70 to 110 GFLOP/s).
+namespace {
+std::atomic<int> blocks_on_bf16_gemm{-1};  // -1: the CPU decides
+}  // namespace
+
+bool attention_blocks_on_bf16_gemm() {
+  static const bool by_cpu = !bf16_gemm_name().empty() && cpu_bf16_units() != "AMX";
+  const int forced = blocks_on_bf16_gemm.load();
+  return forced < 0 ? by_cpu : forced == 1;
+}
+
+bool set_attention_blocks_on_bf16_gemm(bool on) {
+  const bool was = attention_blocks_on_bf16_gemm();
+  blocks_on_bf16_gemm = on ? 1 : 0;
+  return was;
+}
 
 bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   return fast_gemm_available() && fast_kernels(q.device()) && q.scalar_type() == torch::kFloat32 &&
@@ -289,7 +340,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   auto qc = product_operand(q, bf16), kc = product_operand(k, bf16), vc = product_operand(v, bf16);
   auto y = torch::empty(q.sizes(), q.options());  // (B, T, H, d)
   const Layout lay(q.size(1), n_mem);
-  attend(qc, kc, vc, n_mem, alpha, bf16, lay, nullptr, y);
+  with_operand_type(
+      qc, [&](auto t) { attend<decltype(t)>(qc, kc, vc, n_mem, alpha, bf16, lay, nullptr, y); });
   return y;
 }
 

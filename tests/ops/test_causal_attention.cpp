@@ -158,10 +158,12 @@ TEST(ModelCausalAttention, PackedEqualsTheKernelOnTheSlices) {
 //   dS = P (dP - c)    |d(dS)_ts| <= zeta_ts = E_t P (|dP - c| + eta + gamma) + P (eta + gamma)
 //   gq, gk  alpha sum (zeta (1 + 2u + u^2) + (2u + u^2 + 2 n 2^-24) |dS|) |k| (or |q|)
 // The largest error must also be a good part of its bound: otherwise float32 products ran.
-TEST(ModelCausalAttention, Bf16WithinTheRoundingBoundValuesAndGradients) {
-  RECALL_BF16_OR_SKIP();
+void expect_bf16_attention_within_the_rounding_bound() {
   const ScopedPrecision bf16(Precision::kBf16);
-  const int64_t calls = fast_calls(FastKernel::kAttention);
+  const int64_t calls = fast_calls(FastKernel::kAttention),
+                bf16_gemm = fast_calls(FastKernel::kBf16Gemm),
+                as_float = fast_calls(FastKernel::kBf16AsFloat),
+                sgemm = fast_calls(FastKernel::kSgemm);
   const double u = std::ldexp(1.0, -8), ulp = std::ldexp(1.0, -24), rnd = 2 * u + u * u;
   for (auto [T, N, alpha] : {std::tuple<int64_t, int64_t, double>{150, 3, 0.35}, {70, 0, 1.5}}) {
     const int64_t B = 2, H = 2, d = 16, S = N + T;
@@ -217,9 +219,26 @@ TEST(ModelCausalAttention, Bf16WithinTheRoundingBoundValuesAndGradients) {
           << names[i] << " at T " << T << ": no bf16 rounding seen";
     }
   }
-  // The block products run on the sgemm, their operands rounded to bf16 and widened (exact in
-  // float32): the errors above reaching a good part of the bf16 bound show the rounding.
+  // The block products run on the bf16 GEMM, or on the sgemm with their operands rounded to bf16
+  // and widened (exact in float32) where AMX runs it: the errors above reaching a good part of the
+  // bf16 bound show the rounding, and no product of float32 operands ran.
   EXPECT_EQ(fast_calls(FastKernel::kAttention) - calls, 2) << "the fused attention did not run";
+  const int64_t on_bf16_gemm = fast_calls(FastKernel::kBf16Gemm) - bf16_gemm,
+                on_sgemm = fast_calls(FastKernel::kBf16AsFloat) - as_float;
+  EXPECT_GT(attention_blocks_on_bf16_gemm() ? on_bf16_gemm : on_sgemm, 0);
+  EXPECT_EQ(attention_blocks_on_bf16_gemm() ? on_sgemm : on_bf16_gemm, 0);
+  EXPECT_EQ(fast_calls(FastKernel::kSgemm) - sgemm, on_sgemm) << "a float32 product ran";
+}
+
+// Both ways of running the block products, whichever this CPU takes.
+TEST(ModelCausalAttention, Bf16WithinTheRoundingBoundValuesAndGradients) {
+  RECALL_BF16_OR_SKIP();
+  for (bool on_bf16_gemm : {true, false}) {
+    SCOPED_TRACE(on_bf16_gemm ? "block products on the bf16 GEMM" : "on the sgemm, bf16 values");
+    const bool was = set_attention_blocks_on_bf16_gemm(on_bf16_gemm);
+    expect_bf16_attention_within_the_rounding_bound();
+    set_attention_blocks_on_bf16_gemm(was);
+  }
 }
 
 TEST(ModelCausalAttention, RejectsMismatchedShapes) {

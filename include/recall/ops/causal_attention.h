@@ -7,10 +7,10 @@
 // item runs on one thread with its logits in cache. Under precision bf16 (recall/ops/precision.h)
 // q, k, v and the output gradient are rounded to bfloat16 once per call, the weights (and their
 // gradients) per block for their products; the softmax, its backward and every accumulation stay
-// float32, as under autocast. The block products are small (64 rows by d_head), where the bf16
-// GEMM's per-call set-up cost more than the products: their bf16 operands are widened to float32
-// (exactly) and multiplied by the sgemm, which gives what the bf16 GEMM gives up to the order of
-// the float32 sums. Anything else runs the
+// float32, as under autocast. The block products run on the bf16 GEMM, except where AMX runs it
+// (attention_blocks_on_bf16_gemm): there the per-call set-up cost more than the small products, so
+// their bf16 operands are widened to float32 (exactly) and multiplied by the sgemm, which gives
+// what the bf16 GEMM gives up to the order of the float32 sums. Anything else runs the
 // plain-torch reference beside it, causal_attention_reference, which the kernel's tests compare
 // against, and which the attention store (recall/stores/attention.h) runs for its general logit
 // scales, its activation cache and incremental decoding.
@@ -22,6 +22,14 @@ namespace recall {
 // Whether causal_attention runs on these tensors: float32, non-empty, on the CPU with oneDNN's
 // sgemm, and the fast kernels on (recall/ops/kernels.h).
 bool causal_attention_runs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+// Whether, under precision bf16, the block products run on the bf16 GEMM (counted as
+// FastKernel::kBf16Gemm) on bfloat16 bits; false where the CPU has AMX, whose bf16 GEMM is slower
+// than the sgemm on blocks this small: there the sgemm multiplies the bf16 values held as float32
+// (FastKernel::kBf16AsFloat).
+bool attention_blocks_on_bf16_gemm();
+// For the tests of both paths on one CPU: sets the choice, returns the one before.
+bool set_attention_blocks_on_bf16_gemm(bool on);
 
 // q: (B, T, H, d), k and v: (B, N + T, H, d) -> (B, T, H, d), contiguous. Differentiable in q, k, v
 // (first order). Needs causal_attention_runs(q, k, v).

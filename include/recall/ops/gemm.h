@@ -29,9 +29,9 @@ std::string gemm_backend(const c10::Device& device = c10::Device(c10::kCPU));
 // matmul_precision() bf16 (recall/ops/precision.h), fast_matmul, fast_linear and
 // fast_linear_gelu, forward and backward, round both operands to bfloat16 and run it (float32
 // accumulation and result); the fused attention rounds its operands alike and runs its small
-// products on the sgemm (recall/ops/causal_attention.h). Each operand is rounded once: the forward
-// keeps the rounded copies for the backward (half the bytes of the float32 ones), and the backward
-// rounds the incoming gradient once for both of its products.
+// products on it, or on the sgemm where AMX runs it (recall/ops/causal_attention.h). Each operand
+// is rounded once: the forward keeps the rounded copies for the backward (half the bytes of the
+// float32 ones), and the backward rounds the incoming gradient once for both of its products.
 std::string bf16_gemm_name();
 
 // The fast sgemm (row-major C = alpha op(A) op(B) + beta C, trans 'N' or 'T'); returns its status,

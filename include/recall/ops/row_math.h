@@ -322,25 +322,28 @@ RECALL_INLINE float bf16_value(float x) {
   return v;
 }
 
+// x rounded to bfloat16 and stored at y: the bit patterns (uint16_t y), or the values as float32
+// (float y, bf16_value), whichever the products after it take; one vector or one float.
+RECALL_INLINE void store_bf16(float* y, Vec x) {
+  store(y, bf16_value(x));
+}
+RECALL_INLINE void store_bf16(uint16_t* y, Vec x) {
+  const HVec h = bf16_bits(x);
+  std::memcpy(y, &h, sizeof h);
+}
+RECALL_INLINE void store_bf16(float* y, float x) {
+  *y = bf16_value(x);
+}
+RECALL_INLINE void store_bf16(uint16_t* y, float x) {
+  *y = bf16_bits(x);
+}
+
 // y[j] = bf16(x[j]) for j < n: the bit patterns (uint16_t y), or the values (float y, bf16_value).
 template <typename Out>
 RECALL_INLINE void round_to_bf16_rows(const float* x, Out* y, int64_t n) {
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    if constexpr (std::is_same_v<Out, uint16_t>) {
-      const HVec h = bf16_bits(load(x + j));
-      std::memcpy(y + j, &h, sizeof h);
-    } else {
-      store(y + j, bf16_value(load(x + j)));
-    }
-  }
-  for (; j < n; ++j) {
-    if constexpr (std::is_same_v<Out, uint16_t>) {
-      y[j] = bf16_bits(x[j]);
-    } else {
-      y[j] = bf16_value(x[j]);
-    }
-  }
+  for (; j + kLanes <= n; j += kLanes) store_bf16(y + j, load(x + j));
+  for (; j < n; ++j) store_bf16(y + j, x[j]);
 }
 RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, uint16_t* y, int64_t n) {
   round_to_bf16_rows(x, y, n);
@@ -365,8 +368,7 @@ RECALL_INLINE void gelu_backward_rows_as(const float* g, const float* s, Out* gs
       const GeluParts p = gelu_parts(v);
       const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
       if constexpr (std::is_same_v<Out, uint16_t>) {
-        const HVec h = bf16_bits(d);
-        std::memcpy(oi + j, &h, sizeof h);
+        store_bf16(oi + j, d);
       } else {
         store(oi + j, d);
       }
@@ -376,7 +378,7 @@ RECALL_INLINE void gelu_backward_rows_as(const float* g, const float* s, Out* gs
       const GeluParts p = gelu_parts(splat(si[j]));
       const float d = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
       if constexpr (std::is_same_v<Out, uint16_t>) {
-        oi[j] = bf16_bits(d);
+        store_bf16(oi + j, d);
       } else {
         oi[j] = d;
       }
@@ -395,13 +397,14 @@ RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float*
 
 // P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
 // masked. Replaces each row with the softmax over what it sees, and zeros after; with `rounded`
-// (rows x w), writes the result's bfloat16 values (bf16_value) there too.
-RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
-                                                     int64_t first, float* rounded = nullptr) {
+// (rows x w), writes the result rounded to bfloat16 there too (store_bf16: values or bits).
+template <typename Out>
+RECALL_INLINE void causal_softmax_rows_as(float* P, int64_t rows, int64_t w, int64_t first,
+                                          Out* rounded) {
   constexpr float kHidden = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < rows; ++i) {
     float* p = P + i * w;
-    float* r = rounded ? rounded + i * w : nullptr;
+    Out* r = rounded ? rounded + i * w : nullptr;
     const int64_t n = std::min(w, first + i + 1), body = n / kLanes * kLanes, rem = n - body;
     // The row's last rem < 16 logits in one vector, padded with hidden ones (weight 0): one
     // vector exp for them, where an exp each cost as much as a vector's.
@@ -423,31 +426,41 @@ RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int
     for (int64_t j = 0; j < body; j += kLanes) {
       const Vec v = load(p + j) * inv;
       store(p + j, v);
-      if (r) store(r + j, bf16_value(v));
+      if (r) store_bf16(r + j, v);
     }
     store(buf, tail_e * inv);
     std::memcpy(p + body, buf, static_cast<size_t>(rem) * sizeof(float));
     std::fill(p + n, p + w, 0.0f);
     if (r) {
-      store(buf, bf16_value(tail_e * inv));
-      std::memcpy(r + body, buf, static_cast<size_t>(rem) * sizeof(float));
-      std::fill(r + n, r + w, 0.0f);
+      Out rbuf[kLanes];
+      store_bf16(rbuf, tail_e * inv);
+      std::memcpy(r + body, rbuf, static_cast<size_t>(rem) * sizeof(Out));
+      std::fill(r + n, r + w, Out{});
     }
   }
 }
+RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
+                                                     int64_t first, float* rounded = nullptr) {
+  causal_softmax_rows_as(P, rows, w, first, rounded);
+}
+RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int64_t w,
+                                                     int64_t first, uint16_t* rounded) {
+  causal_softmax_rows_as(P, rows, w, first, rounded);
+}
 
 // The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w. With
-// `rounded_p` and `rounded_g` (rows x w each), writes the bfloat16 values (bf16_value) of P and
-// of the result there instead, and leaves G as it was (the products take the rounded values).
-RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
-                                                       int64_t w, float* rounded_p = nullptr,
-                                                       float* rounded_g = nullptr) {
+// `rounded_p` and `rounded_g` (rows x w each), writes P and the result rounded to bfloat16 there
+// instead (store_bf16: values or bits), and leaves G as it was (the products take the rounded
+// ones).
+template <typename Out>
+RECALL_INLINE void softmax_backward_rows_as(const float* P, float* G, int64_t rows, int64_t w,
+                                            Out* rounded_p, Out* rounded_g) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* p = P + i * w;
     float* g = G + i * w;
     const float d = dot_of(p, g, w);
-    float* rp = rounded_p ? rounded_p + i * w : nullptr;
-    float* rg = rounded_p ? rounded_g + i * w : nullptr;
+    Out* rp = rounded_p ? rounded_p + i * w : nullptr;
+    Out* rg = rounded_p ? rounded_g + i * w : nullptr;
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
       const Vec pv = load(p + j), gv = pv * (load(g + j) - d);
@@ -455,8 +468,8 @@ RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G,
         store(g + j, gv);
         continue;
       }
-      store(rp + j, bf16_value(pv));
-      store(rg + j, bf16_value(gv));
+      store_bf16(rp + j, pv);
+      store_bf16(rg + j, gv);
     }
     for (; j < w; ++j) {
       const float gv = p[j] * (g[j] - d);
@@ -464,10 +477,20 @@ RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G,
         g[j] = gv;
         continue;
       }
-      rp[j] = bf16_value(p[j]);
-      rg[j] = bf16_value(gv);
+      store_bf16(rp + j, p[j]);
+      store_bf16(rg + j, gv);
     }
   }
+}
+RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
+                                                       int64_t w, float* rounded_p = nullptr,
+                                                       float* rounded_g = nullptr) {
+  softmax_backward_rows_as(P, G, rows, w, rounded_p, rounded_g);
+}
+RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G, int64_t rows,
+                                                       int64_t w, uint16_t* rounded_p,
+                                                       uint16_t* rounded_g) {
+  softmax_backward_rows_as(P, G, rows, w, rounded_p, rounded_g);
 }
 
 }  // namespace recall::row_math
