@@ -154,6 +154,21 @@ torch::Tensor product_operand(const torch::Tensor& x) {
   return matmul_precision() == Precision::kBf16 ? round_to_bf16(x) : x;
 }
 
+// The column sums of an (n, w) float32 block, the bias gradient, taken inside a pass that reads
+// its rows anyway: rows(begin, end, sums) handles rows [begin, end) and adds their columns to
+// sums (w floats, zeroed); one chunk of rows per thread, each with its own sums, added up after.
+template <typename Rows>
+torch::Tensor with_column_sums(int64_t n, int64_t w, const torch::TensorOptions& options,
+                               const Rows& rows) {
+  const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
+  auto partial = torch::zeros({chunks, w}, options);
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      rows(n * c / chunks, n * (c + 1) / chunks, partial.data_ptr<float>() + c * w);
+  });
+  return partial.sum(0);
+}
+
 // The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only). a and b
 // are float32, or bfloat16 as product_operand gives them under bf16; the caller checked use_fast
 // on the float32 inputs they came from.
@@ -253,11 +268,25 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto& x = saved[0];
     const auto& weight = saved[1];
     const auto& g = grads[0];  // (n, out)
-    const auto gp = product_operand(g);
-    torch::Tensor gx, gw, gb;
+    const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
+    torch::Tensor gp, gx, gw, gb;
+    if (bias && matmul_precision() == Precision::kBf16 && g.is_contiguous()) {
+      // g's bf16 copy and its column sums in one read of g, where a rounding pass and torch's
+      // sum each read all of it
+      RECORD_USER_SCOPE("recall::round_bf16");
+      const int64_t n = g.size(0), w = g.size(1);
+      gp = torch::empty_like(g, g.options().dtype(torch::kBFloat16));
+      auto* out = reinterpret_cast<uint16_t*>(gp.data_ptr<at::BFloat16>());
+      gb = with_column_sums(n, w, g.options(), [&](int64_t begin, int64_t end, float* sums) {
+        row_math::round_to_bf16_summing(g.data_ptr<float>() + begin * w, out + begin * w, sums,
+                                        end - begin, w);
+      });
+    } else {
+      gp = product_operand(g);
+      if (bias) gb = g.sum(0);  // (out,)
+    }
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
-    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) gb = g.sum(0);  // (out,)
     return {gx, gw, gb};
   }
 };
@@ -288,7 +317,7 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight = saved[1], &s = saved[2];
-    torch::Tensor gs, partial;
+    torch::Tensor gs, gb;
     {
       RECORD_USER_SCOPE("recall::gelu_backward");
       const auto g = grads[0].contiguous();  // (n, out)
@@ -297,29 +326,22 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
       // otherwise round it in a pass of their own.
       const bool bf16 = matmul_precision() == Precision::kBf16;
       gs = torch::empty_like(s, bf16 ? s.options().dtype(torch::kBFloat16) : s.options());
-      // Bias gradient: per-thread partial column sums, added up after.
-      const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
-      partial = torch::zeros({chunks, w}, s.options());
-      at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-          const float *gc = g.data_ptr<float>() + begin * w, *sc = s.data_ptr<float>() + begin * w;
-          float* bias_sums = partial.data_ptr<float>() + c * w;
-          if (bf16)
-            row_math::gelu_backward_rows(
-                gc, sc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w,
-                bias_sums, end - begin, w);
-          else
-            row_math::gelu_backward_rows(gc, sc, gs.data_ptr<float>() + begin * w, bias_sums,
-                                         end - begin, w);
-        }
+      gb = with_column_sums(n, w, s.options(), [&](int64_t begin, int64_t end, float* sums) {
+        const float *gc = g.data_ptr<float>() + begin * w, *sc = s.data_ptr<float>() + begin * w;
+        if (bf16)
+          row_math::gelu_backward_rows(
+              gc, sc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w, sums,
+              end - begin, w);
+        else
+          row_math::gelu_backward_rows(gc, sc, gs.data_ptr<float>() + begin * w, sums, end - begin,
+                                       w);
       });
     }
     const auto gp = product_operand(gs);  // gs itself: bfloat16 under bf16
     torch::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
-    return {gx, gw, partial.sum(0)};
+    return {gx, gw, gb};
   }
 };
 

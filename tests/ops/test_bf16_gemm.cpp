@@ -82,6 +82,30 @@ TEST(Bf16Gemm, LinearAndLinearGeluWithinTheRoundingBound) {
   EXPECT_GE(fast_calls(FastKernel::kBf16Gemm) - calls, 2) << "the bf16 GEMM did not run";
 }
 
+// The linear's backward rounds its incoming gradient g once and sums it for the bias in the same
+// pass: the weight gradient is the product of torch's bf16 roundings of g and x (exact products,
+// float32 sums: within K 2^-23 of their magnitudes, where a wrong rounding would be off by 2^-9),
+// and the bias gradient g's column sums in float32 (within n 2^-23 of theirs). 40 columns: a ragged
+// last vector.
+TEST(Bf16Gemm, LinearBackwardRoundsTheGradientOnceAndSumsItForTheBias) {
+  RECALL_BF16_OR_SKIP();
+  const ScopedPrecision bf16(Precision::kBf16);
+  torch::manual_seed(5);
+  const auto x = torch::randn({70, 48}), g = torch::randn({70, 40});
+  const auto w = torch::randn({40, 48}).requires_grad_(true);
+  const auto bias = torch::randn({40}).requires_grad_(true);
+  fast_linear(x, w, bias).backward(g);
+  auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+  auto b16 = [&](const torch::Tensor& t) { return f64(t.to(torch::kBFloat16)); };
+  const auto gw_exact = torch::matmul(b16(g).t(), b16(x));  // (40, 48)
+  const auto gw_bound = 70 * std::ldexp(1.0, -23) * torch::matmul(b16(g).abs().t(), b16(x).abs());
+  EXPECT_TRUE(((f64(w.grad()) - gw_exact).abs() <= gw_bound).all().item<bool>())
+      << "the weight gradient is not the product of the rounded operands";
+  const auto gb_exact = f64(g).sum(0), gb_bound = 70 * std::ldexp(1.0, -23) * f64(g).abs().sum(0);
+  EXPECT_TRUE(((f64(bias.grad()) - gb_exact).abs() <= gb_bound).all().item<bool>())
+      << "worst bias error " << (f64(bias.grad()) - gb_exact).abs().max().item<double>();
+}
+
 TEST(Bf16Gemm, Fp32IsUntouchedAndTheKernelIsNamed) {
   const int64_t calls = fast_calls(FastKernel::kBf16Gemm);
   EXPECT_EQ(matmul_precision(), Precision::kFp32);

@@ -352,6 +352,26 @@ RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, float* y, int64_t
   round_to_bf16_rows(x, y, n);
 }
 
+// y = bf16(x) (the bit patterns) over n rows of w, and sums (w floats) += the column sums of x, in
+// one read of x.
+RECALL_VECTOR_CLONES inline void round_to_bf16_summing(const float* x, uint16_t* y, float* sums,
+                                                       int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    uint16_t* yi = y + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(xi + j);
+      store_bf16(yi + j, v);
+      store(sums + j, load(sums + j) + v);
+    }
+    for (; j < w; ++j) {
+      store_bf16(yi + j, xi[j]);
+      sums[j] += xi[j];
+    }
+  }
+}
+
 // gs = g * gelu'(s) over n rows of w; gbias (w floats) += the column sums of gs. gs is written as
 // float32, or (uint16_t gs) as the bfloat16 bit patterns of those values, the operand the next
 // bf16 products take, in the same pass; the bias sums the float32 values either way.
