@@ -57,8 +57,8 @@ Item<float*> item_of(torch::Tensor& x, int64_t b, int64_t h) {
 }
 
 // q, k, v, or the output gradient as the products take them: float32 with unit stride along d;
-// under precision bf16, rounded to bfloat16 once: the bits where blocks_on_bf16_gemm, else the
-// values as float32 (exact). The backward knows which from the saved tensors' dtype.
+// under precision bf16, rounded to bfloat16 once: the bits where attention_blocks_on_bf16_gemm,
+// else the values as float32 (exact). The backward reads which from the saved q's dtype.
 torch::Tensor product_operand(const torch::Tensor& x, bool bf16) {
   if (bf16)
     return round_to_bf16(x, attention_blocks_on_bf16_gemm() ? torch::kBFloat16 : torch::kFloat32);
@@ -233,9 +233,10 @@ void attention_backward(torch::autograd::AutogradContext* ctx, const torch::Tens
   const int64_t n_mem = ctx->saved_data["n_mem"].toInt();
   const float alpha = static_cast<float>(ctx->saved_data["alpha"].toDouble());
   const bool bf16 = ctx->saved_data["bf16"].toBool();  // as the forward ran
+  // gy rounded as the forward rounded q: to bits or to values
+  const auto g = bf16 ? round_to_bf16(gy, q.scalar_type()) : product_operand(gy, false);
   with_operand_type(q, [&](auto t) {
-    attend_backward<decltype(t)>(q, k, v, probs, product_operand(gy, bf16), n_mem, alpha, bf16, gq,
-                                 gk, gv);
+    attend_backward<decltype(t)>(q, k, v, probs, g, n_mem, alpha, bf16, gq, gk, gv);
   });
 }
 

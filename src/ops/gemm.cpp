@@ -227,6 +227,69 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
   return c;
 }
 
+// The incoming gradient g (n, out) of a product's output as the backward's products take it
+// (product_operand) and, with `bias`, its column sums, the bias gradient (else undefined). Under
+// bf16 one read of g gives both (row_math::round_to_bf16_summing), where a rounding pass and
+// torch's sum each read all of it.
+std::pair<torch::Tensor, torch::Tensor> output_gradient(const torch::Tensor& g, bool bias) {
+  if (!bias) return {product_operand(g), torch::Tensor()};
+  if (matmul_precision() != Precision::kBf16 || !g.is_contiguous())
+    return {product_operand(g), g.sum(0)};  // (out,)
+  RECORD_USER_SCOPE("recall::round_bf16");
+  const int64_t n = g.size(0), w = g.size(1);
+  auto gp = torch::empty_like(g, g.options().dtype(torch::kBFloat16));
+  auto* out = reinterpret_cast<uint16_t*>(gp.data_ptr<at::BFloat16>());
+  auto gb = with_column_sums(n, w, g.options(), [&](int64_t begin, int64_t end, float* sums) {
+    row_math::round_to_bf16_summing(g.data_ptr<float>() + begin * w, out + begin * w, sums,
+                                    end - begin, w);
+  });
+  return {gp, gb};
+}
+
+// The pass after the first product of a GELU layer: s (n, w) += bias in place (the pre-activation
+// the backward needs) and gelu(s), as float32, or with `bits` as the bf16 bits of those values
+// (the operand of the bf16 product after it, whose float32 copy is then never written).
+torch::Tensor bias_gelu(torch::Tensor& s, const torch::Tensor& bias, bool bits) {
+  RECORD_USER_SCOPE("recall::bias_gelu");
+  const auto b = bias.contiguous();
+  auto y = torch::empty_like(s, bits ? s.options().dtype(torch::kBFloat16) : s.options());
+  const int64_t n = s.size(0), w = s.size(1);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(w, 1));
+  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+    float* ps = s.data_ptr<float>() + begin * w;
+    if (bits)
+      row_math::bias_gelu_rows(ps, b.data_ptr<float>(), ps,
+                               reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()) + begin * w,
+                               end - begin, w);
+    else
+      row_math::bias_gelu_rows(ps, b.data_ptr<float>(), ps, y.data_ptr<float>() + begin * w,
+                               end - begin, w);
+  });
+  return y;
+}
+
+// The GELU layer's backward pass from the gradient g of gelu(s): gs = g gelu'(s), as the products
+// after it take it (under bf16 written as their bf16 operand, which would otherwise be rounded in a
+// pass of its own), and its column sums, the bias gradient, in the same pass.
+std::pair<torch::Tensor, torch::Tensor> bias_gelu_backward(const torch::Tensor& g_in,
+                                                           const torch::Tensor& s) {
+  RECORD_USER_SCOPE("recall::gelu_backward");
+  const auto g = g_in.contiguous();  // (n, w)
+  const int64_t n = s.size(0), w = s.size(1);
+  const bool bf16 = matmul_precision() == Precision::kBf16;
+  auto gs = torch::empty_like(s, bf16 ? s.options().dtype(torch::kBFloat16) : s.options());
+  auto gb = with_column_sums(n, w, s.options(), [&](int64_t begin, int64_t end, float* sums) {
+    const float *gc = g.data_ptr<float>() + begin * w, *sc = s.data_ptr<float>() + begin * w;
+    if (bf16)
+      row_math::gelu_backward_rows(
+          gc, sc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w, sums,
+          end - begin, w);
+    else
+      row_math::gelu_backward_rows(gc, sc, gs.data_ptr<float>() + begin * w, sums, end - begin, w);
+  });
+  return {gs, gb};
+}
+
 struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a_in,
                                const torch::Tensor& b_in, double alpha) {
@@ -267,24 +330,9 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const auto& weight = saved[1];
-    const auto& g = grads[0];  // (n, out)
-    const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
-    torch::Tensor gp, gx, gw, gb;
-    if (bias && matmul_precision() == Precision::kBf16 && g.is_contiguous()) {
-      // g's bf16 copy and its column sums in one read of g, where a rounding pass and torch's
-      // sum each read all of it
-      RECORD_USER_SCOPE("recall::round_bf16");
-      const int64_t n = g.size(0), w = g.size(1);
-      gp = torch::empty_like(g, g.options().dtype(torch::kBFloat16));
-      auto* out = reinterpret_cast<uint16_t*>(gp.data_ptr<at::BFloat16>());
-      gb = with_column_sums(n, w, g.options(), [&](int64_t begin, int64_t end, float* sums) {
-        row_math::round_to_bf16_summing(g.data_ptr<float>() + begin * w, out + begin * w, sums,
-                                        end - begin, w);
-      });
-    } else {
-      gp = product_operand(g);
-      if (bias) gb = g.sum(0);  // (out,)
-    }
+    const auto [gp, gb] = output_gradient(
+        grads[0], ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2));  // (n, out)
+    torch::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
     return {gx, gw, gb};
@@ -299,16 +347,7 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
                                const torch::Tensor& weight_in, const torch::Tensor& bias) {
     const auto x = product_operand(x_in), weight = product_operand(weight_in);
     auto s = raw_matmul(x, weight.t(), 1.0);  // (n, out), bias added below
-    RECORD_USER_SCOPE("recall::bias_gelu");
-    auto b = bias.contiguous();
-    auto y = torch::empty_like(s);
-    const int64_t n = s.size(0), w = s.size(1);
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(w, 1));
-    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-      float* ps = s.data_ptr<float>() + begin * w;
-      row_math::bias_gelu_rows(ps, b.data_ptr<float>(), ps, y.data_ptr<float>() + begin * w,
-                               end - begin, w);
-    });
+    auto y = bias_gelu(s, bias, /*bits=*/false);
     ctx->save_for_backward({x, weight, s});
     return y;
   }
@@ -317,31 +356,47 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight = saved[1], &s = saved[2];
-    torch::Tensor gs, gb;
-    {
-      RECORD_USER_SCOPE("recall::gelu_backward");
-      const auto g = grads[0].contiguous();  // (n, out)
-      const int64_t n = s.size(0), w = s.size(1);
-      // Under bf16 the pass writes gs as the bf16 operand of the products below, which would
-      // otherwise round it in a pass of their own.
-      const bool bf16 = matmul_precision() == Precision::kBf16;
-      gs = torch::empty_like(s, bf16 ? s.options().dtype(torch::kBFloat16) : s.options());
-      gb = with_column_sums(n, w, s.options(), [&](int64_t begin, int64_t end, float* sums) {
-        const float *gc = g.data_ptr<float>() + begin * w, *sc = s.data_ptr<float>() + begin * w;
-        if (bf16)
-          row_math::gelu_backward_rows(
-              gc, sc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w, sums,
-              end - begin, w);
-        else
-          row_math::gelu_backward_rows(gc, sc, gs.data_ptr<float>() + begin * w, sums, end - begin,
-                                       w);
-      });
-    }
-    const auto gp = product_operand(gs);  // gs itself: bfloat16 under bf16
+    const auto [gp, gb] = bias_gelu_backward(grads[0], s);
     torch::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
     return {gx, gw, gb};
+  }
+};
+
+// f(x) = gelu(x W1^T + b1) W2^T + b2 for 2-D x (n, in), W1 (N, in), b1 (N,), W2 (out, N), b2
+// (out,) or empty (0,): LinearGeluFunction and LinearFunction as one function, so that under bf16
+// the hidden layer h (n, N) exists only as the bf16 operand of the second product, written by the
+// GELU pass, where the two functions wrote it as float32 and rounded it in a pass of their own.
+// Under fp32 the same steps as the two, the same bits.
+struct MlpGeluFunction : public torch::autograd::Function<MlpGeluFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& w1_in, const torch::Tensor& b1,
+                               const torch::Tensor& w2_in, const torch::Tensor& b2) {
+    const auto x = product_operand(x_in), w1 = product_operand(w1_in), w2 = product_operand(w2_in);
+    auto s = raw_matmul(x, w1.t(), 1.0);  // (n, N), b1 added below
+    const auto h = bias_gelu(s, b1, /*bits=*/matmul_precision() == Precision::kBf16);
+    ctx->save_for_backward({x, w1, w2, s, h});
+    ctx->saved_data["bias"] = b2.numel() > 0;
+    return raw_matmul(h, w2.t(), 1.0, b2.numel() > 0 ? b2 : torch::Tensor());  // (n, out)
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w1 = saved[1], &w2 = saved[2], &s = saved[3], &h = saved[4];
+    const auto [gp, gb2] = output_gradient(
+        grads[0], ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(4));  // (n, out)
+    torch::Tensor gw2, gx, gw1, gb1;
+    if (ctx->needs_input_grad(3)) gw2 = raw_matmul(gp.t(), h, 1.0);  // (out, n) @ (n, N)
+    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
+      const auto [gs, gb] =
+          bias_gelu_backward(raw_matmul(gp, w2, 1.0), s);  // from (n, out) @ (out, N)
+      gb1 = gb;
+      if (ctx->needs_input_grad(0)) gx = raw_matmul(gs, w1, 1.0);      // (n, N) @ (N, in)
+      if (ctx->needs_input_grad(1)) gw1 = raw_matmul(gs.t(), x, 1.0);  // (N, n) @ (n, in)
+    }
+    return {gx, gw1, gb1, gw2, gb2};
   }
 };
 
@@ -455,6 +510,21 @@ torch::Tensor fast_linear_gelu(const torch::Tensor& x, const torch::Tensor& weig
   auto out_sizes = x.sizes().vec();
   out_sizes.back() = weight.size(0);
   return LinearGeluFunction::apply(x2, weight, bias).view(out_sizes);  // (..., out)
+}
+
+torch::Tensor fast_mlp_gelu(const torch::Tensor& x, const torch::Tensor& w1,
+                            const torch::Tensor& b1, const torch::Tensor& w2,
+                            const torch::Tensor& b2) {
+  auto x2 = x.reshape({-1, x.size(-1)});  // (n, in)
+  const bool fits = b1.scalar_type() == torch::kFloat32 && b1.dim() == 1 &&
+                    b1.size(0) == w1.size(0) && w2.scalar_type() == torch::kFloat32 &&
+                    w2.device().is_cpu() && w2.dim() == 2 && w2.size(1) == w1.size(0) &&
+                    (!b2.defined() || b2.scalar_type() == torch::kFloat32);
+  if (!fits || !use_fast(x2, w1.t())) return fast_linear(fast_linear_gelu(x, w1, b1), w2, b2);
+  auto out_sizes = x.sizes().vec();
+  out_sizes.back() = w2.size(0);
+  const auto b = b2.defined() ? b2 : torch::empty({0}, w2.options());
+  return MlpGeluFunction::apply(x2, w1, b1, w2, b).view(out_sizes);  // (..., out)
 }
 
 torch::Tensor linear_gelu_reference(const torch::Tensor& x, const torch::Tensor& weight,

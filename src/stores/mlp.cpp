@@ -26,6 +26,10 @@ torch::Tensor MlpStoreImpl::recall_weights(const torch::Tensor& x) {
 }
 
 torch::Tensor MlpStoreImpl::forward(const torch::Tensor& x) {
+  if (options.activation() == Activation::kGelu && w1->bias.defined()) {
+    detail::check_features(x, options.d_model());
+    return fast_mlp_gelu(x, w1->weight, w1->bias, w2->weight, w2->bias);  // one function
+  }
   return fast_linear(recall_weights(x), w2->weight, w2->bias);
 }
 

@@ -3,6 +3,7 @@
 
 #include "fast_gemm_test_util.h"
 #include "recall/ops/gemm.h"
+#include "recall/ops/precision.h"
 
 namespace recall {
 namespace {
@@ -96,6 +97,45 @@ TEST(ModelGemm, LinearGeluMatchesReferenceValuesAndGradients) {
   auto bd = torch::randn({3}, torch::kFloat64);
   EXPECT_TRUE(torch::allclose(fast_linear_gelu(xd, wd, bd), linear_gelu_reference(xd, wd, bd)));
   EXPECT_GT(fast_calls(FastKernel::kSgemm), calls) << "the fast sgemm did not run";
+}
+
+// The MLP as one function (fast_mlp_gelu) against fast_linear_gelu then fast_linear: the same
+// bits, values and all five gradients, in fp32 and (where the CPU runs it) bf16, where the pair
+// rounds the float32 hidden layer that the one function writes straight as bf16. A ragged hidden
+// width (37) and no second bias too. The graph's node names the function that ran.
+TEST(ModelGemm, MlpGeluIsLinearGeluThenLinearBitForBit) {
+  RECALL_FAST_GEMM_OR_SKIP();
+  std::vector<Precision> precisions{Precision::kFp32};
+  if (!cpu_bf16_units().empty() && !bf16_gemm_name().empty())
+    precisions.push_back(Precision::kBf16);
+  for (const Precision p : precisions) {
+    for (const bool b2_on : {true, false}) {
+      SCOPED_TRACE(to_string(p) + (b2_on ? ", second bias" : ", no second bias"));
+      const ScopedPrecision precision(p);
+      std::array<std::vector<torch::Tensor>, 2> got;
+      auto g = torch::randn({3, 11, 24});
+      for (int one = 0; one < 2; ++one) {
+        torch::manual_seed(13);
+        auto x = torch::randn({3, 11, 20}).requires_grad_(true);
+        auto w1 = torch::randn({37, 20}).requires_grad_(true), b1 = torch::randn({37});
+        auto w2 = torch::randn({24, 37}).requires_grad_(true), b2 = torch::randn({24});
+        b1.requires_grad_(true);
+        b2.requires_grad_(true);
+        const auto bias2 = b2_on ? b2 : torch::Tensor();
+        auto y = one ? fast_mlp_gelu(x, w1, b1, w2, bias2)
+                     : fast_linear(fast_linear_gelu(x, w1, b1), w2, bias2);
+        if (one) {  // y is a view of the function's (n, out) output
+          const auto& node = y.grad_fn()->next_edge(0).function;
+          EXPECT_NE(node->name().find("MlpGeluFunction"), std::string::npos) << node->name();
+        }
+        (y * g).sum().backward();
+        got[one] = {y, x.grad(), w1.grad(), b1.grad(), w2.grad()};
+        if (b2_on) got[one].push_back(b2.grad());
+      }
+      for (size_t i = 0; i < got[0].size(); ++i)
+        EXPECT_TRUE(torch::equal(got[0][i], got[1][i])) << "output or gradient " << i;
+    }
+  }
 }
 
 }  // namespace

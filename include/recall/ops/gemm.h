@@ -70,6 +70,14 @@ torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor fast_linear_gelu(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias);
 
+// The MLP gelu(x (..., in) @ w1 (N, in)^T + b1 (N)) @ w2 (out, N)^T + b2 (out) -> (..., out), b2
+// optional: fast_linear_gelu then fast_linear as one differentiable function, the same bits under
+// fp32; under bf16 the hidden layer is written only as the bf16 operand of the second product.
+// Where those two would not take their fast paths, it runs them.
+torch::Tensor fast_mlp_gelu(const torch::Tensor& x, const torch::Tensor& w1,
+                            const torch::Tensor& b1, const torch::Tensor& w2,
+                            const torch::Tensor& b2 = {});
+
 // The same with torch ops: gelu(linear(x, weight, bias)).
 torch::Tensor linear_gelu_reference(const torch::Tensor& x, const torch::Tensor& weight,
                                     const torch::Tensor& bias);

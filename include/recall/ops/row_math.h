@@ -146,28 +146,6 @@ RECALL_INLINE GeluParts gelu_parts(Vec x) {
   return {0.5f * (1.0f + erf), e * 0.39894228040143268f};
 }
 
-// y = gelu(x + bias) over n rows of w, row-major; s (may alias x) receives x + bias, the
-// pre-activation the backward needs. bias: w floats.
-RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
-                                                float* y, int64_t n, int64_t w) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * w;
-    float* si = s + i * w;
-    float* yi = y + i * w;
-    int64_t j = 0;
-    for (; j + kLanes <= w; j += kLanes) {
-      const Vec v = load(xi + j) + load(bias + j);
-      store(si + j, v);
-      store(yi + j, v * gelu_parts(v).cdf);
-    }
-    for (; j < w; ++j) {
-      const float v = xi[j] + bias[j];
-      si[j] = v;
-      yi[j] = v * gelu_parts(splat(v)).cdf[0];
-    }
-  }
-}
-
 // Cross-entropy rows of logits x (n, w) against targets y (n,): lse_i = log sum_j e^(x_ij), by
 // the row's maximum m_i, and loss_i = lse_i - x_i[y_i]. A NaN or infinite logit makes its row's
 // loss NaN (v - v is 0 for every finite v), as torch's log_softmax does, rather than a finite loss.
@@ -336,6 +314,46 @@ RECALL_INLINE void store_bf16(float* y, float x) {
 }
 RECALL_INLINE void store_bf16(uint16_t* y, float x) {
   *y = bf16_bits(x);
+}
+
+// y = gelu(x + bias) over n rows of w, row-major; s (may alias x) receives x + bias, the
+// pre-activation the backward needs. bias: w floats. y is float32, or (uint16_t y) the bfloat16 bit
+// patterns of those values, the operand of the bf16 product after it.
+template <typename Out>
+RECALL_INLINE void bias_gelu_rows_as(const float* x, const float* bias, float* s, Out* y, int64_t n,
+                                     int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * w;
+    float* si = s + i * w;
+    Out* yi = y + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) {
+      const Vec v = load(xi + j) + load(bias + j);
+      store(si + j, v);
+      if constexpr (std::is_same_v<Out, uint16_t>) {
+        store_bf16(yi + j, v * gelu_parts(v).cdf);
+      } else {
+        store(yi + j, v * gelu_parts(v).cdf);
+      }
+    }
+    for (; j < w; ++j) {
+      const float v = xi[j] + bias[j];
+      si[j] = v;
+      if constexpr (std::is_same_v<Out, uint16_t>) {
+        store_bf16(yi + j, v * gelu_parts(splat(v)).cdf[0]);
+      } else {
+        yi[j] = v * gelu_parts(splat(v)).cdf[0];
+      }
+    }
+  }
+}
+RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
+                                                float* y, int64_t n, int64_t w) {
+  bias_gelu_rows_as(x, bias, s, y, n, w);
+}
+RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
+                                                uint16_t* y, int64_t n, int64_t w) {
+  bias_gelu_rows_as(x, bias, s, y, n, w);
 }
 
 // y[j] = bf16(x[j]) for j < n: the bit patterns (uint16_t y), or the values (float y, bf16_value).

@@ -24,7 +24,8 @@ class MlpStoreImpl : public StoreModule<MlpStoreImpl, WritableStore> {
   void reset() override;
   // Appends N = M hidden units: W1 rows keys (M, d_model), W2 columns values (M, d_out). No bias.
   void write(const torch::Tensor& keys, const torch::Tensor& values) override;
-  // gelu with a bias runs fast_linear_gelu (bias and activation fused), else fast_linear.
+  // gelu with a bias runs fast_mlp_gelu (the two layers as one function, bias and activation
+  // fused), else fast_linear.
   torch::Tensor forward(const torch::Tensor& x) override;           // (..., d_out)
   torch::Tensor recall_weights(const torch::Tensor& x) override;    // sigma(W1 x): (..., N)
   torch::Tensor keys() const override { return w1->weight; }        // (N, d_model)
