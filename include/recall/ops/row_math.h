@@ -316,6 +316,21 @@ RECALL_INLINE void store_bf16(uint16_t* y, float x) {
   *y = bf16_bits(x);
 }
 
+// x stored as the next products' operand: float32 as it is (float y), or its bfloat16 bit
+// patterns (uint16_t y) for the bf16 GEMM; one vector or one float.
+template <typename T>
+RECALL_INLINE void store_operand(float* y, T x) {
+  if constexpr (std::is_same_v<T, Vec>) {
+    store(y, x);
+  } else {
+    *y = x;
+  }
+}
+template <typename T>
+RECALL_INLINE void store_operand(uint16_t* y, T x) {
+  store_bf16(y, x);
+}
+
 // y = gelu(x + bias) over n rows of w, row-major; s (may alias x) receives x + bias, the
 // pre-activation the backward needs. bias: w floats. y is float32, or (uint16_t y) the bfloat16 bit
 // patterns of those values, the operand of the bf16 product after it.
@@ -330,20 +345,12 @@ RECALL_INLINE void bias_gelu_rows_as(const float* x, const float* bias, float* s
     for (; j + kLanes <= w; j += kLanes) {
       const Vec v = load(xi + j) + load(bias + j);
       store(si + j, v);
-      if constexpr (std::is_same_v<Out, uint16_t>) {
-        store_bf16(yi + j, v * gelu_parts(v).cdf);
-      } else {
-        store(yi + j, v * gelu_parts(v).cdf);
-      }
+      store_operand(yi + j, v * gelu_parts(v).cdf);
     }
     for (; j < w; ++j) {
       const float v = xi[j] + bias[j];
       si[j] = v;
-      if constexpr (std::is_same_v<Out, uint16_t>) {
-        store_bf16(yi + j, v * gelu_parts(splat(v)).cdf[0]);
-      } else {
-        yi[j] = v * gelu_parts(splat(v)).cdf[0];
-      }
+      store_operand(yi + j, v * gelu_parts(splat(v)).cdf[0]);
     }
   }
 }
@@ -380,11 +387,11 @@ RECALL_VECTOR_CLONES inline void round_to_bf16_summing(const float* x, uint16_t*
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
       const Vec v = load(xi + j);
-      store_bf16(yi + j, v);
+      store_operand(yi + j, v);
       store(sums + j, load(sums + j) + v);
     }
     for (; j < w; ++j) {
-      store_bf16(yi + j, xi[j]);
+      store_operand(yi + j, xi[j]);
       sums[j] += xi[j];
     }
   }
@@ -405,21 +412,13 @@ RECALL_INLINE void gelu_backward_rows_as(const float* g, const float* s, Out* gs
       const Vec v = load(si + j);
       const GeluParts p = gelu_parts(v);
       const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
-      if constexpr (std::is_same_v<Out, uint16_t>) {
-        store_bf16(oi + j, d);
-      } else {
-        store(oi + j, d);
-      }
+      store_operand(oi + j, d);
       store(gbias + j, load(gbias + j) + d);
     }
     for (; j < w; ++j) {
       const GeluParts p = gelu_parts(splat(si[j]));
       const float d = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
-      if constexpr (std::is_same_v<Out, uint16_t>) {
-        store_bf16(oi + j, d);
-      } else {
-        oi[j] = d;
-      }
+      store_operand(oi + j, d);
       gbias[j] += d;
     }
   }
