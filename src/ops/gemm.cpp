@@ -246,9 +246,10 @@ std::pair<torch::Tensor, torch::Tensor> output_gradient(const torch::Tensor& g, 
   return {gp, gb};
 }
 
-// The pass after the first product of a GELU layer: s (n, w) += bias in place (the pre-activation
-// the backward needs) and gelu(s), as float32, or with `bits` as the bf16 bits of those values
-// (the operand of the bf16 product after it, whose float32 copy is then never written).
+// The pass after the first product of a GELU layer, on its output s (n, w) without the bias: y =
+// gelu(s + bias), as float32, or with `bits` as the bf16 bits of those values (the operand of the
+// bf16 product after it, whose float32 copy is then never written); s is replaced in place by
+// gelu'(s + bias), the derivative the backward multiplies by.
 torch::Tensor bias_gelu(torch::Tensor& s, const torch::Tensor& bias, bool bits) {
   RECORD_USER_SCOPE("recall::bias_gelu");
   const auto b = bias.contiguous();
@@ -268,24 +269,25 @@ torch::Tensor bias_gelu(torch::Tensor& s, const torch::Tensor& bias, bool bits) 
   return y;
 }
 
-// The GELU layer's backward pass from the gradient g of gelu(s): gs = g gelu'(s), as the products
-// after it take it (under bf16 written as their bf16 operand, which would otherwise be rounded in a
-// pass of its own), and its column sums, the bias gradient, in the same pass.
+// The GELU layer's backward pass from the gradient g of its output and the derivative d that
+// bias_gelu left: gs = g d, as the products after it take it (under bf16 written as their bf16
+// operand, which would otherwise be rounded in a pass of its own), and its column sums, the bias
+// gradient, in the same pass.
 std::pair<torch::Tensor, torch::Tensor> bias_gelu_backward(const torch::Tensor& g_in,
-                                                           const torch::Tensor& s) {
+                                                           const torch::Tensor& d) {
   RECORD_USER_SCOPE("recall::gelu_backward");
   const auto g = g_in.contiguous();  // (n, w)
-  const int64_t n = s.size(0), w = s.size(1);
+  const int64_t n = d.size(0), w = d.size(1);
   const bool bf16 = matmul_precision() == Precision::kBf16;
-  auto gs = torch::empty_like(s, bf16 ? s.options().dtype(torch::kBFloat16) : s.options());
-  auto gb = with_column_sums(n, w, s.options(), [&](int64_t begin, int64_t end, float* sums) {
-    const float *gc = g.data_ptr<float>() + begin * w, *sc = s.data_ptr<float>() + begin * w;
+  auto gs = torch::empty_like(d, bf16 ? d.options().dtype(torch::kBFloat16) : d.options());
+  auto gb = with_column_sums(n, w, d.options(), [&](int64_t begin, int64_t end, float* sums) {
+    const float *gc = g.data_ptr<float>() + begin * w, *dc = d.data_ptr<float>() + begin * w;
     if (bf16)
       row_math::gelu_backward_rows(
-          gc, sc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w, sums,
+          gc, dc, reinterpret_cast<uint16_t*>(gs.data_ptr<at::BFloat16>()) + begin * w, sums,
           end - begin, w);
     else
-      row_math::gelu_backward_rows(gc, sc, gs.data_ptr<float>() + begin * w, sums, end - begin, w);
+      row_math::gelu_backward_rows(gc, dc, gs.data_ptr<float>() + begin * w, sums, end - begin, w);
   });
   return {gs, gb};
 }
@@ -340,23 +342,23 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 };
 
 // y = gelu(x W^T + b) for 2-D x (n, in), W (out, in), b (out,): the product, then one pass adding
-// the bias and applying the exact GELU, keeping the pre-activation s for the backward, whose one
-// pass gives gs = g gelu'(s) and the bias gradient together.
+// the bias and applying the exact GELU, keeping its derivative d for the backward, whose one pass
+// gives gs = g d and the bias gradient together.
 struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& weight_in, const torch::Tensor& bias) {
     const auto x = product_operand(x_in), weight = product_operand(weight_in);
-    auto s = raw_matmul(x, weight.t(), 1.0);  // (n, out), bias added below
-    auto y = bias_gelu(s, bias, /*bits=*/false);
-    ctx->save_for_backward({x, weight, s});
+    auto d = raw_matmul(x, weight.t(), 1.0);  // (n, out), gelu' of it plus the bias below
+    auto y = bias_gelu(d, bias, /*bits=*/false);
+    ctx->save_for_backward({x, weight, d});
     return y;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &weight = saved[1], &s = saved[2];
-    const auto [gp, gb] = bias_gelu_backward(grads[0], s);
+    const auto &x = saved[0], &weight = saved[1], &d = saved[2];
+    const auto [gp, gb] = bias_gelu_backward(grads[0], d);
     torch::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
@@ -374,9 +376,9 @@ struct MlpGeluFunction : public torch::autograd::Function<MlpGeluFunction> {
                                const torch::Tensor& w1_in, const torch::Tensor& b1,
                                const torch::Tensor& w2_in, const torch::Tensor& b2) {
     const auto x = product_operand(x_in), w1 = product_operand(w1_in), w2 = product_operand(w2_in);
-    auto s = raw_matmul(x, w1.t(), 1.0);  // (n, N), b1 added below
-    const auto h = bias_gelu(s, b1, /*bits=*/matmul_precision() == Precision::kBf16);
-    ctx->save_for_backward({x, w1, w2, s, h});
+    auto d = raw_matmul(x, w1.t(), 1.0);  // (n, N), gelu' of it plus b1 below
+    const auto h = bias_gelu(d, b1, /*bits=*/matmul_precision() == Precision::kBf16);
+    ctx->save_for_backward({x, w1, w2, d, h});
     ctx->saved_data["bias"] = b2.numel() > 0;
     return raw_matmul(h, w2.t(), 1.0, b2.numel() > 0 ? b2 : torch::Tensor());  // (n, out)
   }
@@ -384,14 +386,14 @@ struct MlpGeluFunction : public torch::autograd::Function<MlpGeluFunction> {
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &w1 = saved[1], &w2 = saved[2], &s = saved[3], &h = saved[4];
+    const auto &x = saved[0], &w1 = saved[1], &w2 = saved[2], &d = saved[3], &h = saved[4];
     const auto [gp, gb2] = output_gradient(
         grads[0], ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(4));  // (n, out)
     torch::Tensor gw2, gx, gw1, gb1;
     if (ctx->needs_input_grad(3)) gw2 = raw_matmul(gp.t(), h, 1.0);  // (out, n) @ (n, N)
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
       const auto [gs, gb] =
-          bias_gelu_backward(raw_matmul(gp, w2, 1.0), s);  // from (n, out) @ (out, N)
+          bias_gelu_backward(raw_matmul(gp, w2, 1.0), d);  // from (n, out) @ (out, N)
       gb1 = gb;
       if (ctx->needs_input_grad(0)) gx = raw_matmul(gs, w1, 1.0);      // (n, N) @ (N, in)
       if (ctx->needs_input_grad(1)) gw1 = raw_matmul(gs.t(), x, 1.0);  // (N, n) @ (n, in)

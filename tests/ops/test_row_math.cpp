@@ -63,23 +63,26 @@ TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
   x[0][1] = -12.0f;
   x[0][2] = 12.0f;
   auto bias = torch::randn({w}), g = torch::randn({n, w});
-  auto s = torch::empty({n, w}), y = torch::empty({n, w}), gs = torch::empty({n, w});
-  row_math::bias_gelu_rows(x.data_ptr<float>(), bias.data_ptr<float>(), s.data_ptr<float>(),
+  auto d = torch::empty({n, w}), y = torch::empty({n, w}), gs = torch::empty({n, w});
+  row_math::bias_gelu_rows(x.data_ptr<float>(), bias.data_ptr<float>(), d.data_ptr<float>(),
                            y.data_ptr<float>(), n, w);
   auto want_s = (x + bias).to(torch::kFloat64);
-  EXPECT_TRUE(torch::equal(s, x + bias));
   EXPECT_LT((y - torch::gelu(want_s)).abs().max().item<double>(), 1e-6 * 12);
+  // d is the derivative gelu'(x + bias), all the backward reads
+  const auto want_d = torch::gelu_backward(torch::ones_like(want_s), want_s);
+  EXPECT_LT((d - want_d).abs().max().item<double>(), 1e-6);
   auto gbias = torch::ones({w});  // accumulates onto what is there
-  row_math::gelu_backward_rows(g.data_ptr<float>(), s.data_ptr<float>(), gs.data_ptr<float>(),
+  row_math::gelu_backward_rows(g.data_ptr<float>(), d.data_ptr<float>(), gs.data_ptr<float>(),
                                gbias.data_ptr<float>(), n, w);
   auto want_gs = torch::gelu_backward(g.to(torch::kFloat64), want_s);
   EXPECT_LT((gs - want_gs).abs().max().item<double>(), 1e-5);
+  EXPECT_TRUE(torch::equal(gs, g * d));  // one multiply
   EXPECT_LT((gbias - 1 - want_gs.sum(0)).abs().max().item<double>(), 1e-4);
   // Written as bfloat16 (what the bf16 products take): torch's rounding of the float32 values,
   // bit for bit, and the same bias sums (of the float32 values).
   auto gs_bf16 = torch::empty({n, w}, torch::kBFloat16);
   auto gbias_bf16 = torch::ones({w});
-  row_math::gelu_backward_rows(g.data_ptr<float>(), s.data_ptr<float>(),
+  row_math::gelu_backward_rows(g.data_ptr<float>(), d.data_ptr<float>(),
                                reinterpret_cast<uint16_t*>(gs_bf16.data_ptr<at::BFloat16>()),
                                gbias_bf16.data_ptr<float>(), n, w);
   EXPECT_TRUE(torch::equal(gs_bf16, gs.to(torch::kBFloat16)));

@@ -331,36 +331,40 @@ RECALL_INLINE void store_operand(uint16_t* y, T x) {
   store_bf16(y, x);
 }
 
-// y = gelu(x + bias) over n rows of w, row-major; s (may alias x) receives x + bias, the
-// pre-activation the backward needs. bias: w floats. y is float32, or (uint16_t y) the bfloat16 bit
-// patterns of those values, the operand of the bf16 product after it.
+// y = gelu(v), v = x + bias, over n rows of w, row-major; d (may alias x) receives gelu'(v) =
+// Phi(v) + v phi(v), all the backward needs: written here, where Phi and phi are computed anyway,
+// the backward is one multiply, where recomputing them from v cost it as much as this pass. bias:
+// w floats. y is float32, or (uint16_t y) the bfloat16 bit patterns of those values, the operand of
+// the bf16 product after it.
 template <typename Out>
-RECALL_INLINE void bias_gelu_rows_as(const float* x, const float* bias, float* s, Out* y, int64_t n,
+RECALL_INLINE void bias_gelu_rows_as(const float* x, const float* bias, float* d, Out* y, int64_t n,
                                      int64_t w) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xi = x + i * w;
-    float* si = s + i * w;
+    float* di = d + i * w;
     Out* yi = y + i * w;
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
       const Vec v = load(xi + j) + load(bias + j);
-      store(si + j, v);
-      store_operand(yi + j, v * gelu_parts(v).cdf);
+      const GeluParts p = gelu_parts(v);
+      store(di + j, p.cdf + v * p.pdf);
+      store_operand(yi + j, v * p.cdf);
     }
     for (; j < w; ++j) {
       const float v = xi[j] + bias[j];
-      si[j] = v;
-      store_operand(yi + j, v * gelu_parts(splat(v)).cdf[0]);
+      const GeluParts p = gelu_parts(splat(v));
+      di[j] = p.cdf[0] + v * p.pdf[0];
+      store_operand(yi + j, v * p.cdf[0]);
     }
   }
 }
-RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
+RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* d,
                                                 float* y, int64_t n, int64_t w) {
-  bias_gelu_rows_as(x, bias, s, y, n, w);
+  bias_gelu_rows_as(x, bias, d, y, n, w);
 }
-RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* s,
+RECALL_VECTOR_CLONES inline void bias_gelu_rows(const float* x, const float* bias, float* d,
                                                 uint16_t* y, int64_t n, int64_t w) {
-  bias_gelu_rows_as(x, bias, s, y, n, w);
+  bias_gelu_rows_as(x, bias, d, y, n, w);
 }
 
 // y[j] = bf16(x[j]) for j < n: the bit patterns (uint16_t y), or the values (float y, bf16_value).
@@ -377,59 +381,49 @@ RECALL_VECTOR_CLONES inline void round_to_bf16(const float* x, float* y, int64_t
   round_to_bf16_rows(x, y, n);
 }
 
-// y = bf16(x) (the bit patterns) over n rows of w, and sums (w floats) += the column sums of x, in
-// one read of x.
-RECALL_VECTOR_CLONES inline void round_to_bf16_summing(const float* x, uint16_t* y, float* sums,
-                                                       int64_t n, int64_t w) {
+// y = x, or with d (kScaled) y = x * d, over n rows of w, stored as the next products' operand
+// (store_operand: float32, or the bfloat16 bits), and sums (w floats) += the column sums of the
+// float32 values, in one read of x.
+template <bool kScaled, typename Out>
+RECALL_INLINE void summing_rows_as(const float* x, const float* d, Out* y, float* sums, int64_t n,
+                                   int64_t w) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xi = x + i * w;
-    uint16_t* yi = y + i * w;
+    const float* di = kScaled ? d + i * w : nullptr;
+    Out* yi = y + i * w;
     int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
-      const Vec v = load(xi + j);
+      Vec v = load(xi + j);
+      if constexpr (kScaled) v *= load(di + j);
       store_operand(yi + j, v);
       store(sums + j, load(sums + j) + v);
     }
     for (; j < w; ++j) {
-      store_operand(yi + j, xi[j]);
-      sums[j] += xi[j];
+      const float v = kScaled ? xi[j] * di[j] : xi[j];
+      store_operand(yi + j, v);
+      sums[j] += v;
     }
   }
 }
 
-// gs = g * gelu'(s) over n rows of w; gbias (w floats) += the column sums of gs. gs is written as
-// float32, or (uint16_t gs) as the bfloat16 bit patterns of those values, the operand the next
-// bf16 products take, in the same pass; the bias sums the float32 values either way.
-template <typename Out>
-RECALL_INLINE void gelu_backward_rows_as(const float* g, const float* s, Out* gs, float* gbias,
-                                         int64_t n, int64_t w) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* gi = g + i * w;
-    const float* si = s + i * w;
-    Out* oi = gs + i * w;
-    int64_t j = 0;
-    for (; j + kLanes <= w; j += kLanes) {
-      const Vec v = load(si + j);
-      const GeluParts p = gelu_parts(v);
-      const Vec d = load(gi + j) * (p.cdf + v * p.pdf);
-      store_operand(oi + j, d);
-      store(gbias + j, load(gbias + j) + d);
-    }
-    for (; j < w; ++j) {
-      const GeluParts p = gelu_parts(splat(si[j]));
-      const float d = gi[j] * (p.cdf[0] + si[j] * p.pdf[0]);
-      store_operand(oi + j, d);
-      gbias[j] += d;
-    }
-  }
+// y = bf16(x) (the bit patterns) over n rows of w, and sums (w floats) += the column sums of x, in
+// one read of x.
+RECALL_VECTOR_CLONES inline void round_to_bf16_summing(const float* x, uint16_t* y, float* sums,
+                                                       int64_t n, int64_t w) {
+  summing_rows_as<false>(x, nullptr, y, sums, n, w);
 }
-RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, float* gs,
+
+// The GELU backward, gs = g * gelu'(v) over n rows of w from the derivative d = gelu'(v) that
+// bias_gelu_rows wrote; gbias (w floats) += the column sums of gs. gs is written as float32, or
+// (uint16_t gs) as the bfloat16 bit patterns of those values, the operand the next bf16 products
+// take, in the same pass; the bias sums the float32 values either way.
+RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* d, float* gs,
                                                     float* gbias, int64_t n, int64_t w) {
-  gelu_backward_rows_as(g, s, gs, gbias, n, w);
+  summing_rows_as<true>(g, d, gs, gbias, n, w);
 }
-RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* s, uint16_t* gs,
+RECALL_VECTOR_CLONES inline void gelu_backward_rows(const float* g, const float* d, uint16_t* gs,
                                                     float* gbias, int64_t n, int64_t w) {
-  gelu_backward_rows_as(g, s, gs, gbias, n, w);
+  summing_rows_as<true>(g, d, gs, gbias, n, w);
 }
 
 // P: rows x w, row-major. Row i sees its first min(w, first + i + 1) entries (logits); the rest is
