@@ -101,41 +101,52 @@ struct Rounded {
 };
 
 // The forward of every (batch, head) item, a block of kBlock queries at a time against the keys its
-// last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item)), each block's
-// weights stay there for the backward; without, each thread reuses one block's scratch, so
-// inference at long context needs no (T x T) buffer per item. The weights are float32 either way,
-// rounded per block for their product with v under bf16.
-// Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region: oneDNN's
-// sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the cores were
-// busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose threads are
-// the ones its other ops just used. Op is the operands' element type (float, or uint16_t for
-// bfloat16 bits: product_operand).
+// last row sees: y = softmax_causal(alpha q k^T) v. With `probs` ((B H, lay.item) of Op), each
+// block's weights stay there for the backward: as float32 where the products take float32 (in
+// fp32, and under bf16 on the sgemm), else as the bf16 bits that are the product's operand, whose
+// float32 block is then only the thread's scratch (half the bytes written, and read back by the
+// backward). Without, each thread reuses one block's scratch, so inference at long context needs
+// no (T x T) buffer per item. Under bf16 the weights are rounded per block for their product with
+// v. Inference runs its items under parallel_claim (core/threads.h), not an OpenMP region:
+// oneDNN's sgemm inside libgomp's spinning region took 9x longer on 2 threads than on 1 when the
+// cores were busy elsewhere (`recall bench eval`). Training keeps torch's parallel_for, whose
+// threads are the ones its other ops just used. Op is the operands' element type (float, or
+// uint16_t for bfloat16 bits: product_operand).
 template <typename Op>
 void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t n_mem,
-            double alpha, bool bf16, const Layout& lay, float* probs, torch::Tensor& y) {
+            double alpha, bool bf16, const Layout& lay, Op* probs, torch::Tensor& y) {
+  constexpr bool kBits = std::is_same_v<Op, uint16_t>;
   const int64_t H = q.size(2), d = q.size(3), width = lay.width(lay.T - 1);
-  // scratch: one block's weights (inference)
+  // scratch: one block's float32 logits and weights where they are not kept
   auto item = [&](int64_t i, std::vector<float>& scratch, Rounded<Op>& rounded) {
     const auto qi = item_of<Op>(q, i / H, i % H), ki = item_of<Op>(k, i / H, i % H),
                vi = item_of<Op>(v, i / H, i % H);
     const auto yi = item_of(y, i / H, i % H);
     for (size_t b = 0; b < lay.offset.size(); ++b) {
       const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
-      float* P = probs ? probs + i * lay.item + lay.offset[b] : scratch.data();  // (r, w)
+      Op* kept = probs ? probs + i * lay.item + lay.offset[b] : nullptr;  // (r, w)
+      float* P = scratch.data();                                          // (r, w)
+      Op* R = rounded.weights();  // (r, w) rounded, the product's operand (bf16)
+      if constexpr (kBits) {
+        if (kept) R = kept;
+      } else {
+        if (kept) P = kept;
+      }
       gemm(bf16, 'N', 'T', r, w, d, static_cast<float>(alpha), qi.row(t0), qi.ld, ki.p, ki.ld, 0.0f,
            P, w);  // alpha q_blk k^T
       // In place; row t0 + j sees the memories and context keys up to its own position.
-      row_math::causal_softmax_rows(P, r, w, n_mem + t0, rounded.weights());
-      gemm(bf16, 'N', 'N', r, d, w, 1.0f, Rounded<Op>::operand(rounded.weights(), P), w, vi.p,
-           vi.ld, 0.0f, yi.row(t0), yi.ld);  // P v
+      row_math::causal_softmax_rows(P, r, w, n_mem + t0, R);
+      gemm(bf16, 'N', 'N', r, d, w, 1.0f, Rounded<Op>::operand(R, P), w, vi.p, vi.ld, 0.0f,
+           yi.row(t0), yi.ld);  // P v
     }
   };
   const int64_t n = q.size(0) * H;
+  const bool need_scratch = !probs || kBits;
   if (probs) {
     at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> unused;
-      Rounded<Op> rounded(width, bf16);
-      for (int64_t i = begin; i < end; ++i) item(i, unused, rounded);
+      std::vector<float> scratch(need_scratch ? static_cast<size_t>(kBlock * width) : 0);
+      Rounded<Op> rounded(width, bf16 && !kBits);
+      for (int64_t i = begin; i < end; ++i) item(i, scratch, rounded);
     });
     return;
   }
@@ -160,14 +171,16 @@ void attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor&
 //   dP = gy v^T,  gv += P^T gy,  dS = P * (dP - rowsum(P * dP)),  gq = alpha dS k,
 //   gk += alpha dS^T q.
 // Under bf16 P and dS are rounded per block for their products, as autocast rounds each
-// product's float32 operands. The blocks run last to first: the last one sees every key, so its
-// products write all of gk and gv (beta 0) and the earlier ones add to them, and gk, gv need no
-// zero fill. gq, gk and gv may be views with any row stride (the slices of one packed gradient).
+// product's float32 operands; where the forward kept P as bf16 bits (Op uint16_t), dS is computed
+// from those, the rounded P (within the bound the tests check). The blocks run last to first: the
+// last one sees every key, so its products write all of gk and gv (beta 0) and the earlier ones
+// add to them, and gk, gv need no zero fill. gq, gk and gv may be views with any row stride (the
+// slices of one packed gradient).
 template <typename Op>
 void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& probs, const torch::Tensor& gy, int64_t n_mem,
-                     float alpha, bool bf16, torch::Tensor& gq, torch::Tensor& gk,
-                     torch::Tensor& gv) {
+                     const Op* probs, const torch::Tensor& gy, int64_t n_mem, float alpha,
+                     bool bf16, torch::Tensor& gq, torch::Tensor& gk, torch::Tensor& gv) {
+  constexpr bool kBits = std::is_same_v<Op, uint16_t>;
   const int64_t T = q.size(1), H = q.size(2), d = q.size(3), S = k.size(1);
   const Layout lay(T, n_mem);
   at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
@@ -181,14 +194,20 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
       for (size_t b = lay.offset.size(); b-- > 0;) {
         const int64_t t0 = static_cast<int64_t>(b) * kBlock, r = lay.rows(t0), w = lay.width(t0);
         const float first = b + 1 == lay.offset.size() ? 0.0f : 1.0f;  // the last block writes
-        const float* P = probs.data_ptr<float>() + i * lay.item + lay.offset[b];  // (r, w)
-        float* G = dP.data();                                                     // (r, w)
+        const Op* P = probs + i * lay.item + lay.offset[b];            // (r, w)
+        float* G = dP.data();                                          // (r, w)
         gemm(bf16, 'N', 'T', r, w, d, 1.0f, gi.row(t0), gi.ld, vi.p, vi.ld, 0.0f, G,
              w);  // gy v^T
         // dS = P * (dP - sum_j P dP), in place; under bf16 into the rounded P and dS instead
-        row_math::softmax_backward_rows(P, G, r, w, rounded.weights(), rounded.gradients());
-        gemm(bf16, 'T', 'N', w, d, r, 1.0f, Rounded<Op>::operand(rounded.weights(), P), w,
-             gi.row(t0), gi.ld, first, gvi.p, gvi.ld);  // gv += P^T gy
+        const Op* Pr = P;  // P as the products take it
+        if constexpr (kBits) {
+          row_math::softmax_backward_rows(P, G, r, w, rounded.gradients());
+        } else {
+          row_math::softmax_backward_rows(P, G, r, w, rounded.weights(), rounded.gradients());
+          Pr = Rounded<Op>::operand(rounded.weights(), P);
+        }
+        gemm(bf16, 'T', 'N', w, d, r, 1.0f, Pr, w, gi.row(t0), gi.ld, first, gvi.p,
+             gvi.ld);  // gv += P^T gy
         const Op* dS = Rounded<Op>::operand(rounded.gradients(), G);
         gemm(bf16, 'N', 'N', r, d, w, alpha, dS, w, ki.p, ki.ld, 0.0f, gqi.row(t0),
              gqi.ld);  // dS k
@@ -213,11 +232,12 @@ std::array<torch::Tensor, 2> attention_forward(torch::autograd::AutogradContext*
                                                const torch::Tensor& v, int64_t n_mem, double alpha,
                                                bool bf16) {
   const Layout lay(q.size(1), n_mem);
-  const auto f32 = q.options().dtype(torch::kFloat32);
-  auto probs = torch::empty({q.size(0) * q.size(2), lay.item}, f32);  // packed
-  auto y = torch::empty(q.sizes(), f32);                              // (B, T, H, d)
+  auto y = torch::empty(q.sizes(), q.options().dtype(torch::kFloat32));  // (B, T, H, d)
+  torch::Tensor probs;  // packed, the operands' type: float32, or bfloat16 bits
   with_operand_type(q, [&](auto t) {
-    attend<decltype(t)>(q, k, v, n_mem, alpha, bf16, lay, probs.data_ptr<float>(), y);
+    using Op = decltype(t);
+    probs = torch::empty({q.size(0) * q.size(2), lay.item}, q.options().dtype(q.scalar_type()));
+    attend<Op>(q, k, v, n_mem, alpha, bf16, lay, static_cast<Op*>(probs.data_ptr()), y);
   });
   ctx->saved_data["n_mem"] = n_mem;
   ctx->saved_data["alpha"] = alpha;
@@ -236,7 +256,9 @@ void attention_backward(torch::autograd::AutogradContext* ctx, const torch::Tens
   // gy rounded as the forward rounded q: to bits or to values
   const auto g = bf16 ? round_to_bf16(gy, q.scalar_type()) : product_operand(gy, false);
   with_operand_type(q, [&](auto t) {
-    attend_backward<decltype(t)>(q, k, v, probs, g, n_mem, alpha, bf16, gq, gk, gv);
+    using Op = decltype(t);
+    attend_backward<Op>(q, k, v, static_cast<const Op*>(probs.data_ptr()), g, n_mem, alpha, bf16,
+                        gq, gk, gv);
   });
 }
 

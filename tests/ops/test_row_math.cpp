@@ -55,6 +55,29 @@ TEST(ModelRowMath, SoftmaxBackwardRowsMatchesAutograd) {
   }
 }
 
+// From weights kept as bfloat16 bits: the float32 path's result on the widened weights, bit for
+// bit, rounded to bf16 (ragged rows: a vector tail).
+TEST(ModelRowMath, SoftmaxBackwardRowsFromBf16BitsIsTheFloatPathOnTheirValues) {
+  torch::manual_seed(6);
+  const int64_t rows = 5, w = 37;
+  const auto p = torch::softmax(torch::randn({rows, w}), 1).to(torch::kBFloat16);
+  const auto g = torch::randn({rows, w});
+  auto want = g.clone();
+  auto wp = torch::empty({rows, w}, torch::kBFloat16),
+       wg = torch::empty({rows, w}, torch::kBFloat16);
+  auto bits = [](torch::Tensor& t) {
+    return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+  };
+  row_math::softmax_backward_rows(p.to(torch::kFloat32).contiguous().data_ptr<float>(),
+                                  want.data_ptr<float>(), rows, w, bits(wp), bits(wg));
+  auto got = torch::empty({rows, w}, torch::kBFloat16), G = g.clone();
+  auto pc = p.contiguous();
+  row_math::softmax_backward_rows(bits(pc), G.data_ptr<float>(), rows, w, bits(got));
+  EXPECT_TRUE(torch::equal(got, wg));
+  EXPECT_TRUE(torch::equal(G, g));   // left as it was
+  EXPECT_TRUE(torch::equal(wp, p));  // the float path's rounding of the widened weights: themselves
+}
+
 TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
   torch::manual_seed(5);
   const int64_t n = 9, w = 35;  // ragged: 2 vectors and 3 leftover columns per row

@@ -479,36 +479,63 @@ RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int
   causal_softmax_rows_as(P, rows, w, first, rounded);
 }
 
-// The softmax backward per row, in place: G <- P * (G - rowsum(P * G)); P, G: rows x w. With
-// `rounded_p` and `rounded_g` (rows x w each), writes P and the result rounded to bfloat16 there
-// instead (store_bf16: values or bits), and leaves G as it was (the products take the rounded
-// ones).
-template <typename Out>
-RECALL_INLINE void softmax_backward_rows_as(const float* P, float* G, int64_t rows, int64_t w,
+// A row of weights as float32: kept as float32, or as the bfloat16 bit patterns (exact widening).
+RECALL_INLINE Vec load_weights(const float* p) {
+  return load(p);
+}
+RECALL_INLINE Vec load_weights(const uint16_t* p) {
+  HVec h;
+  std::memcpy(&h, p, sizeof h);
+  const UVec u = __builtin_convertvector(h, UVec) << 16;
+  Vec v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+RECALL_INLINE float weight_at(const float* p, int64_t j) {
+  return p[j];
+}
+RECALL_INLINE float weight_at(const uint16_t* p, int64_t j) {
+  const uint32_t u = static_cast<uint32_t>(p[j]) << 16;
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// The softmax backward per row: G <- P * (G - rowsum(P * G)); P, G: rows x w, P float32 or
+// bfloat16 bits (In). In place, or with `rounded_g` (rows x w) the result rounded to bfloat16
+// there instead (store_bf16: values or bits), G left as it was; with `rounded_p` too, P rounded
+// there as well (the products take the rounded ones).
+template <typename In, typename Out>
+RECALL_INLINE void softmax_backward_rows_as(const In* P, float* G, int64_t rows, int64_t w,
                                             Out* rounded_p, Out* rounded_g) {
   for (int64_t i = 0; i < rows; ++i) {
-    const float* p = P + i * w;
+    const In* p = P + i * w;
     float* g = G + i * w;
-    const float d = dot_of(p, g, w);
-    Out* rp = rounded_p ? rounded_p + i * w : nullptr;
-    Out* rg = rounded_p ? rounded_g + i * w : nullptr;
+    Vec acc{};
     int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) acc += load_weights(p + j) * load(g + j);
+    float d = 0.0f;
+    for (; j < w; ++j) d += weight_at(p, j) * g[j];
+    d += hsum(acc);
+    Out* rp = rounded_p ? rounded_p + i * w : nullptr;
+    Out* rg = rounded_g ? rounded_g + i * w : nullptr;
+    j = 0;
     for (; j + kLanes <= w; j += kLanes) {
-      const Vec pv = load(p + j), gv = pv * (load(g + j) - d);
-      if (!rp) {
+      const Vec pv = load_weights(p + j), gv = pv * (load(g + j) - d);
+      if (!rg) {
         store(g + j, gv);
         continue;
       }
-      store_bf16(rp + j, pv);
+      if (rp) store_bf16(rp + j, pv);
       store_bf16(rg + j, gv);
     }
     for (; j < w; ++j) {
-      const float gv = p[j] * (g[j] - d);
-      if (!rp) {
+      const float pj = weight_at(p, j), gv = pj * (g[j] - d);
+      if (!rg) {
         g[j] = gv;
         continue;
       }
-      store_bf16(rp + j, p[j]);
+      if (rp) store_bf16(rp + j, pj);
       store_bf16(rg + j, gv);
     }
   }
@@ -522,6 +549,12 @@ RECALL_VECTOR_CLONES inline void softmax_backward_rows(const float* P, float* G,
                                                        int64_t w, uint16_t* rounded_p,
                                                        uint16_t* rounded_g) {
   softmax_backward_rows_as(P, G, rows, w, rounded_p, rounded_g);
+}
+// From weights kept as bfloat16 bits, which are already the products' operand: only the result
+// is rounded (bits).
+RECALL_VECTOR_CLONES inline void softmax_backward_rows(const uint16_t* P, float* G, int64_t rows,
+                                                       int64_t w, uint16_t* rounded_g) {
+  softmax_backward_rows_as(P, G, rows, w, static_cast<uint16_t*>(nullptr), rounded_g);
 }
 
 }  // namespace recall::row_math
