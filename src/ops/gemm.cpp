@@ -470,6 +470,12 @@ torch::Tensor round_to_bf16(const torch::Tensor& x, torch::ScalarType as) {
     return base + offset;
   };
   auto rows_into = [&](auto* out) {
+    if (xs.is_contiguous()) {  // one run of floats: chunks of it, without the rows' index math
+      at::parallel_for(0, xs.numel(), 32768, [&](int64_t begin, int64_t end) {
+        row_math::round_to_bf16(base + begin, out + begin, end - begin);
+      });
+      return;
+    }
     const int64_t grain = std::max<int64_t>(1, 32768 / w);
     at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) row_math::round_to_bf16(row(i), out + i * w, w);
