@@ -10,10 +10,12 @@
 // float32, as under autocast. The block products run on the bf16 GEMM, except where AMX runs it
 // (attention_blocks_on_bf16_gemm): there the per-call set-up cost more than the small products, so
 // their bf16 operands are widened to float32 (exactly) and multiplied by the sgemm, which gives
-// what the bf16 GEMM gives up to the order of the float32 sums. Anything else runs the
-// plain-torch reference beside it, causal_attention_reference, which the kernel's tests compare
-// against, and which the attention store (recall/stores/attention.h) runs for its general logit
-// scales, its activation cache and incremental decoding.
+// what the bf16 GEMM gives up to the order of the float32 sums. On the bf16 GEMM the training
+// forward keeps each block's weights for the backward as those bf16 bits (half the memory), so the
+// softmax backward reads the rounded weights where autocast's reads float32 ones. Anything else
+// runs the plain-torch reference beside it, causal_attention_reference, which the kernel's tests
+// compare against, and which the attention store (recall/stores/attention.h) runs for its general
+// logit scales, its activation cache and incremental decoding.
 #pragma once
 #include "recall/core/torch.h"
 
