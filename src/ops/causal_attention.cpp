@@ -86,10 +86,9 @@ void gemm(bool, char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, 
 template <typename T>
 struct Rounded {
   std::vector<T> p, g;
-  Rounded(int64_t width, bool bf16, bool gradients = false) {
-    if (!bf16) return;
-    p.resize(static_cast<size_t>(kBlock * width));
-    if (gradients) g.resize(p.size());
+  Rounded(int64_t width, bool weights, bool gradients = false) {
+    if (weights) p.resize(static_cast<size_t>(kBlock * width));
+    if (gradients) g.resize(static_cast<size_t>(kBlock * width));
   }
   T* weights() { return p.empty() ? nullptr : p.data(); }
   T* gradients() { return g.empty() ? nullptr : g.data(); }
@@ -185,7 +184,8 @@ void attend_backward(const torch::Tensor& q, const torch::Tensor& k, const torch
   const Layout lay(T, n_mem);
   at::parallel_for(0, q.size(0) * H, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> dP(static_cast<size_t>(kBlock * S));
-    Rounded<Op> rounded(S, bf16, /*gradients=*/true);
+    // under bf16: dS always, P unless the forward kept it rounded
+    Rounded<Op> rounded(S, /*weights=*/bf16 && !kBits, /*gradients=*/bf16);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b_ = i / H, h = i % H;
       const auto qi = item_of<Op>(q, b_, h), ki = item_of<Op>(k, b_, h), vi = item_of<Op>(v, b_, h),

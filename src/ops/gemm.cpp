@@ -12,6 +12,7 @@
 #include <string>
 
 #include "recall/ops/blas.h"
+#include "recall/ops/column_sums.h"
 #include "recall/ops/kernels.h"
 #include "recall/ops/precision.h"
 #include "recall/ops/row_math.h"
@@ -154,21 +155,6 @@ torch::Tensor product_operand(const torch::Tensor& x) {
   return matmul_precision() == Precision::kBf16 ? round_to_bf16(x) : x;
 }
 
-// The column sums of an (n, w) float32 block, the bias gradient, taken inside a pass that reads
-// its rows anyway: rows(begin, end, sums) handles rows [begin, end) and adds their columns to
-// sums (w floats, zeroed); one chunk of rows per thread, each with its own sums, added up after.
-template <typename Rows>
-torch::Tensor with_column_sums(int64_t n, int64_t w, const torch::TensorOptions& options,
-                               const Rows& rows) {
-  const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
-  auto partial = torch::zeros({chunks, w}, options);
-  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c)
-      rows(n * c / chunks, n * (c + 1) / chunks, partial.data_ptr<float>() + c * w);
-  });
-  return partial.sum(0);
-}
-
 // The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only). a and b
 // are float32, or bfloat16 as product_operand gives them under bf16; the caller checked use_fast
 // on the float32 inputs they came from.
@@ -239,11 +225,11 @@ std::pair<torch::Tensor, torch::Tensor> output_gradient(const torch::Tensor& g, 
   const int64_t n = g.size(0), w = g.size(1);
   auto gp = torch::empty_like(g, g.options().dtype(torch::kBFloat16));
   auto* out = reinterpret_cast<uint16_t*>(gp.data_ptr<at::BFloat16>());
-  auto gb = with_column_sums(n, w, g.options(), [&](int64_t begin, int64_t end, float* sums) {
+  auto gb = column_sums(n, w, 1, g.options(), [&](int64_t begin, int64_t end, float* sums) {
     row_math::round_to_bf16_summing(g.data_ptr<float>() + begin * w, out + begin * w, sums,
                                     end - begin, w);
   });
-  return {gp, gb};
+  return {gp, gb[0]};
 }
 
 // The pass after the first product of a GELU layer, on its output s (n, w) without the bias: y =
@@ -280,7 +266,7 @@ std::pair<torch::Tensor, torch::Tensor> bias_gelu_backward(const torch::Tensor& 
   const int64_t n = d.size(0), w = d.size(1);
   const bool bf16 = matmul_precision() == Precision::kBf16;
   auto gs = torch::empty_like(d, bf16 ? d.options().dtype(torch::kBFloat16) : d.options());
-  auto gb = with_column_sums(n, w, d.options(), [&](int64_t begin, int64_t end, float* sums) {
+  auto gb = column_sums(n, w, 1, d.options(), [&](int64_t begin, int64_t end, float* sums) {
     const float *gc = g.data_ptr<float>() + begin * w, *dc = d.data_ptr<float>() + begin * w;
     if (bf16)
       row_math::gelu_backward_rows(
@@ -289,7 +275,7 @@ std::pair<torch::Tensor, torch::Tensor> bias_gelu_backward(const torch::Tensor& 
     else
       row_math::gelu_backward_rows(gc, dc, gs.data_ptr<float>() + begin * w, sums, end - begin, w);
   });
-  return {gs, gb};
+  return {gs, gb[0]};
 }
 
 struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {

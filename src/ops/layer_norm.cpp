@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "recall/ops/column_sums.h"
 #include "recall/ops/kernels.h"
 #include "recall/ops/row_math.h"
 
@@ -49,21 +50,13 @@ struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
     const auto g = grads[0].contiguous();  // (n, D)
     const int64_t n = x.size(0), D = x.size(1);
     auto gx = torch::empty_like(x);
-    // Per-thread partial column sums for the weight and bias gradients, added up after.
-    const int64_t chunks = std::min<int64_t>(at::get_num_threads(), std::max<int64_t>(n, 1));
-    auto partial = torch::zeros({2, chunks, D}, x.options());  // [gweight, gbias]
-    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-        row_math::layer_norm_backward_rows(
-            g.data_ptr<float>() + begin * D, x.data_ptr<float>() + begin * D,
-            weight.data_ptr<float>(), mean.data_ptr<float>() + begin,
-            rstd.data_ptr<float>() + begin, gx.data_ptr<float>() + begin * D,
-            partial[0][c].data_ptr<float>(), partial[1][c].data_ptr<float>(), end - begin, D,
-            center);
-      }
+    // the weight and bias gradients: column sums, [gweight, gbias]
+    const auto sums = column_sums(n, D, 2, x.options(), [&](int64_t begin, int64_t end, float* s) {
+      row_math::layer_norm_backward_rows(
+          g.data_ptr<float>() + begin * D, x.data_ptr<float>() + begin * D,
+          weight.data_ptr<float>(), mean.data_ptr<float>() + begin, rstd.data_ptr<float>() + begin,
+          gx.data_ptr<float>() + begin * D, s, s + D, end - begin, D, center);
     });
-    auto sums = partial.sum(1);  // (2, D)
     return {gx, sums[0], ctx->saved_data["bias"].toBool() ? sums[1] : torch::Tensor(),
             torch::Tensor(), torch::Tensor()};
   }

@@ -112,12 +112,36 @@ RECALL_INLINE float sum_of(const float* x, int64_t n) {
   return s + hsum(acc);
 }
 
-RECALL_INLINE float dot_of(const float* x, const float* y, int64_t n) {
+// A row of weights as float32: kept as float32, or as the bfloat16 bit patterns (exact widening).
+RECALL_INLINE Vec load_weights(const float* p) {
+  return load(p);
+}
+RECALL_INLINE Vec load_weights(const uint16_t* p) {
+  HVec h;
+  std::memcpy(&h, p, sizeof h);
+  const UVec u = __builtin_convertvector(h, UVec) << 16;
+  Vec v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+RECALL_INLINE float weight_at(const float* p, int64_t j) {
+  return p[j];
+}
+RECALL_INLINE float weight_at(const uint16_t* p, int64_t j) {
+  const uint32_t u = static_cast<uint32_t>(p[j]) << 16;
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// x . y, x float32 or bfloat16 bits (widened exactly).
+template <typename In>
+RECALL_INLINE float dot_of(const In* x, const float* y, int64_t n) {
   Vec acc{};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) acc += load(x + j) * load(y + j);
+  for (; j + kLanes <= n; j += kLanes) acc += load_weights(x + j) * load(y + j);
   float s = 0.0f;
-  for (; j < n; ++j) s += x[j] * y[j];
+  for (; j < n; ++j) s += weight_at(x, j) * y[j];
   return s + hsum(acc);
 }
 
@@ -479,28 +503,6 @@ RECALL_VECTOR_CLONES inline void causal_softmax_rows(float* P, int64_t rows, int
   causal_softmax_rows_as(P, rows, w, first, rounded);
 }
 
-// A row of weights as float32: kept as float32, or as the bfloat16 bit patterns (exact widening).
-RECALL_INLINE Vec load_weights(const float* p) {
-  return load(p);
-}
-RECALL_INLINE Vec load_weights(const uint16_t* p) {
-  HVec h;
-  std::memcpy(&h, p, sizeof h);
-  const UVec u = __builtin_convertvector(h, UVec) << 16;
-  Vec v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
-}
-RECALL_INLINE float weight_at(const float* p, int64_t j) {
-  return p[j];
-}
-RECALL_INLINE float weight_at(const uint16_t* p, int64_t j) {
-  const uint32_t u = static_cast<uint32_t>(p[j]) << 16;
-  float v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
-}
-
 // The softmax backward per row: G <- P * (G - rowsum(P * G)); P, G: rows x w, P float32 or
 // bfloat16 bits (In). In place, or with `rounded_g` (rows x w) the result rounded to bfloat16
 // there instead (store_bf16: values or bits), G left as it was; with `rounded_p` too, P rounded
@@ -511,15 +513,10 @@ RECALL_INLINE void softmax_backward_rows_as(const In* P, float* G, int64_t rows,
   for (int64_t i = 0; i < rows; ++i) {
     const In* p = P + i * w;
     float* g = G + i * w;
-    Vec acc{};
-    int64_t j = 0;
-    for (; j + kLanes <= w; j += kLanes) acc += load_weights(p + j) * load(g + j);
-    float d = 0.0f;
-    for (; j < w; ++j) d += weight_at(p, j) * g[j];
-    d += hsum(acc);
+    const float d = dot_of(p, g, w);
     Out* rp = rounded_p ? rounded_p + i * w : nullptr;
     Out* rg = rounded_g ? rounded_g + i * w : nullptr;
-    j = 0;
+    int64_t j = 0;
     for (; j + kLanes <= w; j += kLanes) {
       const Vec pv = load_weights(p + j), gv = pv * (load(g + j) - d);
       if (!rg) {
