@@ -112,6 +112,20 @@ TEST(ModelRowMath, BiasGeluRowsMatchTorchGeluAndItsBackward) {
   EXPECT_TRUE(torch::equal(gbias_bf16, gbias));
 }
 
+TEST(ModelRowMath, BiasRowsAndColumnSumsMatchTorch) {
+  torch::manual_seed(9);
+  // rows not a multiple of the four summed at a time, widths with and without a vector tail
+  for (auto [n, w] : {std::array<int64_t, 2>{37, 53}, {8, 16}, {3, 5}, {1, 384}}) {
+    const auto x = torch::randn({n, w}), bias = torch::randn({w});
+    auto y = x.clone();
+    row_math::add_bias_rows(y.data_ptr<float>(), bias.data_ptr<float>(), n, w);
+    EXPECT_TRUE(torch::equal(y, x + bias)) << n << "x" << w;  // one rounding per element either way
+    auto sums = torch::full({w}, 0.5f);
+    row_math::add_column_sums(x.data_ptr<float>(), sums.data_ptr<float>(), n, w);
+    EXPECT_LT((sums - (x.sum(0) + 0.5f)).abs().max().item<double>(), 1e-5 * n) << n << "x" << w;
+  }
+}
+
 TEST(ModelRowMath, RoundToBf16IsTorchsRoundingBitForBit) {
   torch::manual_seed(5);
   // random values over many binades, ties both ways (bit 15 set, the rest zero, the kept value

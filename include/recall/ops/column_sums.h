@@ -24,7 +24,8 @@ torch::Tensor column_sums(int64_t n, int64_t w, int64_t count, const torch::Tens
     for (int64_t c = c0; c < c1; ++c)
       rows(n * c / chunks, n * (c + 1) / chunks, partial[c].data_ptr<float>());
   });
-  return partial.sum(0);  // (count, w)
+  // one chunk (a training worker's single thread): its sums, without a torch op to add them
+  return chunks == 1 ? partial[0] : partial.sum(0);  // (count, w)
 }
 
 }  // namespace recall

@@ -430,6 +430,39 @@ RECALL_INLINE void summing_rows_as(const float* x, const float* d, Out* y, float
   }
 }
 
+// y += bias over n rows of w, in place: the bias a product's output gets after the product, which
+// writes every element of it once (beta 0), where a product onto rows of the bias (beta 1) reads
+// them back as well.
+RECALL_VECTOR_CLONES inline void add_bias_rows(float* y, const float* bias, int64_t n, int64_t w) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* yi = y + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) store(yi + j, load(yi + j) + load(bias + j));
+    for (; j < w; ++j) yi[j] += bias[j];
+  }
+}
+
+// sums (w floats) += the column sums of x (n rows of w), four rows at a time, so that each row of
+// sums is loaded and stored once for four rows of x.
+RECALL_VECTOR_CLONES inline void add_column_sums(const float* x, float* sums, int64_t n,
+                                                 int64_t w) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float* xi = x + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes)
+      store(sums + j, load(sums + j) + ((load(xi + j) + load(xi + w + j)) +
+                                        (load(xi + 2 * w + j) + load(xi + 3 * w + j))));
+    for (; j < w; ++j) sums[j] += (xi[j] + xi[w + j]) + (xi[2 * w + j] + xi[3 * w + j]);
+  }
+  for (; i < n; ++i) {
+    const float* xi = x + i * w;
+    int64_t j = 0;
+    for (; j + kLanes <= w; j += kLanes) store(sums + j, load(sums + j) + load(xi + j));
+    for (; j < w; ++j) sums[j] += xi[j];
+  }
+}
+
 // y = bf16(x) (the bit patterns) over n rows of w, and sums (w floats) += the column sums of x, in
 // one read of x.
 RECALL_VECTOR_CLONES inline void round_to_bf16_summing(const float* x, uint16_t* y, float* sums,
