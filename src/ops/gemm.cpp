@@ -222,8 +222,8 @@ torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double 
 // The incoming gradient g (n, out) of a product's output as the backward's products take it
 // (product_operand) and, with `bias`, its column sums, the bias gradient (else undefined). Under
 // bf16 one read of g gives both (row_math::round_to_bf16_summing), where a rounding pass and
-// torch's sum each read all of it; in fp32 the sums are the only pass (add_column_sums: 1.8 ms of
-// a bench-gpt step's thread time, where torch's sum over dim 0 took 3.0).
+// torch's sum each read all of it; in fp32 the sums are the only pass (add_column_sums: 2.1 to 2.3
+// ms of a bench-gpt step's thread time, where torch's sum over dim 0 took 3.1 to 3.3).
 std::pair<torch::Tensor, torch::Tensor> output_gradient(const torch::Tensor& g, bool bias) {
   if (!bias) return {product_operand(g), torch::Tensor()};
   if (!g.is_contiguous()) return {product_operand(g), g.sum(0)};  // (out,)
