@@ -157,13 +157,16 @@ torch::Tensor product_operand(const torch::Tensor& x) {
 
 // The product without autograd: alpha a b, plus the row `bias` (N,) when given (2-D only). a and b
 // are float32, or bfloat16 as product_operand gives them under bf16; the caller checked use_fast
-// on the float32 inputs they came from.
+// on the float32 inputs they came from. `sizes` (2-D only): the (M, N) result allocated with these
+// sizes instead, (..., N), so that a caller's output is not a view of it.
 torch::Tensor raw_matmul(const torch::Tensor& a, const torch::Tensor& b, double alpha,
-                         const torch::Tensor& bias = {}) {
+                         const torch::Tensor& bias = {}, c10::IntArrayRef sizes = {}) {
   RECORD_USER_SCOPE("recall::gemm");  // a part of the step's profile (recall/core/step_profile.h)
   const bool batched = a.dim() == 3;
   const int64_t n = batched ? a.size(0) : 1, M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  auto c = torch::empty(batched ? std::vector<int64_t>{n, M, N} : std::vector<int64_t>{M, N},
+  auto c = torch::empty(batched         ? std::vector<int64_t>{n, M, N}
+                        : sizes.empty() ? std::vector<int64_t>{M, N}
+                                        : sizes.vec(),
                         a.options().dtype(torch::kFloat32));
   if (c.numel() == 0) return c;
   // The bias is added after the product, in a pass over its output while that is still in cache:
@@ -315,15 +318,18 @@ struct MatMulFunction : public torch::autograd::Function<MatMulFunction> {
 };
 
 // y = x W^T + b for 2-D x (n, in), W (out, in), b (out,) or empty (0,) for none (autograd functions
-// take no undefined inputs). The weight gradient comes
-// out as (out, in) directly, not as the transpose of a (in, out) product.
+// take no undefined inputs). y is allocated with `sizes` (..., out), not made a view of the (n,
+// out) product, since a view made inside an autograd function cannot be added to in place (the
+// blocks' residual adds). The weight gradient comes out as (out, in) directly, not as the transpose
+// of a (in, out) product.
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
-                               const torch::Tensor& weight_in, const torch::Tensor& bias) {
+                               const torch::Tensor& weight_in, const torch::Tensor& bias,
+                               const std::vector<int64_t>& sizes) {
     const auto x = product_operand(x_in), weight = product_operand(weight_in);
     ctx->save_for_backward({x, weight});
     ctx->saved_data["bias"] = bias.numel() > 0;
-    return raw_matmul(x, weight.t(), 1.0, bias.numel() > 0 ? bias : torch::Tensor());
+    return raw_matmul(x, weight.t(), 1.0, bias.numel() > 0 ? bias : torch::Tensor(), sizes);
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -331,12 +337,13 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const auto& weight = saved[1];
-    const auto [gp, gb] = output_gradient(
-        grads[0], ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2));  // (n, out)
+    const auto [gp, gb] =
+        output_gradient(grads[0].reshape({-1, weight.size(0)}),
+                        ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2));  // (n, out)
     torch::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = raw_matmul(gp, weight, 1.0);  // (n, out) @ (out, in)
     if (ctx->needs_input_grad(1)) gw = raw_matmul(gp.t(), x, 1.0);   // (out, n) @ (n, in)
-    return {gx, gw, gb};
+    return {gx, gw, gb, torch::Tensor()};
   }
 };
 
@@ -369,25 +376,28 @@ struct LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction>
 // (out,) or empty (0,): LinearGeluFunction and LinearFunction as one function, so that under bf16
 // the hidden layer h (n, N) exists only as the bf16 operand of the second product, written by the
 // GELU pass, where the two functions wrote it as float32 and rounded it in a pass of their own.
-// Under fp32 the same steps as the two, the same bits.
+// Under fp32 the same steps as the two, the same bits. Its output has `sizes` (..., out), as
+// LinearFunction's.
 struct MlpGeluFunction : public torch::autograd::Function<MlpGeluFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& w1_in, const torch::Tensor& b1,
-                               const torch::Tensor& w2_in, const torch::Tensor& b2) {
+                               const torch::Tensor& w2_in, const torch::Tensor& b2,
+                               const std::vector<int64_t>& sizes) {
     const auto x = product_operand(x_in), w1 = product_operand(w1_in), w2 = product_operand(w2_in);
     auto d = raw_matmul(x, w1.t(), 1.0);  // (n, N), gelu' of it plus b1 below
     const auto h = bias_gelu(d, b1, /*bits=*/matmul_precision() == Precision::kBf16);
     ctx->save_for_backward({x, w1, w2, d, h});
     ctx->saved_data["bias"] = b2.numel() > 0;
-    return raw_matmul(h, w2.t(), 1.0, b2.numel() > 0 ? b2 : torch::Tensor());  // (n, out)
+    return raw_matmul(h, w2.t(), 1.0, b2.numel() > 0 ? b2 : torch::Tensor(), sizes);  // (..., out)
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &w1 = saved[1], &w2 = saved[2], &d = saved[3], &h = saved[4];
-    const auto [gp, gb2] = output_gradient(
-        grads[0], ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(4));  // (n, out)
+    const auto [gp, gb2] =
+        output_gradient(grads[0].reshape({-1, w2.size(0)}),
+                        ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(4));  // (n, out)
     torch::Tensor gw2, gx, gw1, gb1;
     if (ctx->needs_input_grad(3)) gw2 = raw_matmul(gp.t(), h, 1.0);  // (out, n) @ (n, N)
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
@@ -397,7 +407,7 @@ struct MlpGeluFunction : public torch::autograd::Function<MlpGeluFunction> {
       if (ctx->needs_input_grad(0)) gx = raw_matmul(gs, w1, 1.0);      // (n, N) @ (N, in)
       if (ctx->needs_input_grad(1)) gw1 = raw_matmul(gs.t(), x, 1.0);  // (N, n) @ (n, in)
     }
-    return {gx, gw1, gb1, gw2, gb2};
+    return {gx, gw1, gb1, gw2, gb2, torch::Tensor()};
   }
 };
 
@@ -505,7 +515,7 @@ torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight,
     return (bias.defined() ? y + bias : y).view(out_sizes);
   }
   auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
-  return LinearFunction::apply(x2, weight, b).view(out_sizes);  // (..., out)
+  return LinearFunction::apply(x2, weight, b, out_sizes);  // (..., out)
 }
 
 torch::Tensor fast_linear_gelu(const torch::Tensor& x, const torch::Tensor& weight,
@@ -531,7 +541,7 @@ torch::Tensor fast_mlp_gelu(const torch::Tensor& x, const torch::Tensor& w1,
   auto out_sizes = x.sizes().vec();
   out_sizes.back() = w2.size(0);
   const auto b = b2.defined() ? b2 : torch::empty({0}, w2.options());
-  return MlpGeluFunction::apply(x2, w1, b1, w2, b).view(out_sizes);  // (..., out)
+  return MlpGeluFunction::apply(x2, w1, b1, w2, b, out_sizes);  // (..., out)
 }
 
 torch::Tensor linear_gelu_reference(const torch::Tensor& x, const torch::Tensor& weight,
