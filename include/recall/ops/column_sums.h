@@ -1,7 +1,7 @@
-// Column sums of an (n, w) float32 block (bias, and LayerNorm weight, gradients) taken inside a
-// pass that reads its rows anyway: one chunk of rows per thread, each with its own sums, added up
-// after, so no thread waits on another's and the result does not depend on the thread that ran
-// a chunk.
+// Column sums of an (n, w) float32 block (bias, and LayerNorm weight, gradients), taken inside a
+// pass that reads its rows anyway or as a pass of their own: one chunk of rows per thread, each
+// with its own sums, added up after, so no thread waits on another's and the result does not
+// depend on the thread that ran a chunk.
 #pragma once
 #include <ATen/Parallel.h>
 
